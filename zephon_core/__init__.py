@@ -1,0 +1,78 @@
+"""Zephon: elastically deterministic, online data loading for foundation-model training.
+
+The public API is re-exported here lazily, so ``import zephon_core`` imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Dataset": "zephon_core.work.dataset",
+    "MixtureSpec": "zephon_core.work.mixture",
+    "StaticMixtureWorkSource": "zephon_core.work.source",
+    "Pointer": "zephon_core.work.source",
+    "Chunk": "zephon_core.work.source",
+    "Reader": "zephon_core.work.readers",
+    "ShardInfo": "zephon_core.work.readers",
+    "Pipeline": "zephon_core.pipeline",
+    "Options": "zephon_core.pipeline",
+    "SampleBatch": "zephon_core.runtime.types",
+    "merge_checkpoints": "zephon_core.checkpoint",
+    "Operator": "zephon_core.ops.contract",
+    "Accumulator": "zephon_core.ops.contract",
+    "Records": "zephon_core.ops.contract",
+    "Work": "zephon_core.ops.contract",
+    "Traits": "zephon_core.ops.contract",
+    "hookimpl": "zephon_core.hookspecs",
+    "hash_arrays": "zephon_core.hashing",
+    "hash_global_batch": "zephon_core.hashing",
+    "ZephonError": "zephon_core.errors",
+    "ConfigError": "zephon_core.errors",
+    "PluginError": "zephon_core.errors",
+    "ReaderError": "zephon_core.errors",
+    "OperatorError": "zephon_core.errors",
+    "CheckpointError": "zephon_core.errors",
+    "WorkerCrashedError": "zephon_core.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'zephon_core' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from zephon_core.checkpoint import merge_checkpoints
+    from zephon_core.errors import (
+        CheckpointError,
+        ConfigError,
+        OperatorError,
+        PluginError,
+        ReaderError,
+        WorkerCrashedError,
+        ZephonError,
+    )
+    from zephon_core.hashing import hash_arrays, hash_global_batch
+    from zephon_core.hookspecs import hookimpl
+    from zephon_core.ops.contract import Accumulator, Operator, Records, Traits, Work
+    from zephon_core.pipeline import Options, Pipeline
+    from zephon_core.runtime.types import SampleBatch
+    from zephon_core.work.dataset import Dataset
+    from zephon_core.work.mixture import MixtureSpec
+    from zephon_core.work.readers import Reader, ShardInfo
+    from zephon_core.work.source import Chunk, Pointer, StaticMixtureWorkSource

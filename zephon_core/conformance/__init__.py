@@ -1,0 +1,1 @@
+"""The determinism conformance suite (see docs/writing-an-operator.md)."""

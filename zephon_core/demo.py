@@ -1,0 +1,98 @@
+"""The demo pipeline: real English text, byte-level tokens, an n-to-m packing operator.
+
+Everything here is module-level so the processes runner can pickle it. The corpus is made from
+the Python documentation that ships with the standard library (``pydoc_data``), so the demo needs
+no download: paragraphs form one dataset, single sentences a second, mixed 3:1.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from zephon_core.pipeline import Pipeline
+from zephon_core.work.dataset import Dataset
+from zephon_core.work.mixture import MixtureSpec
+from zephon_core.work.source import StaticMixtureWorkSource
+
+ROW = 128
+
+
+def corpus() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Paragraphs and sentences of the standard library's documentation topics."""
+    from pydoc_data.topics import topics
+
+    paragraphs = [p.strip() for key in sorted(topics) for p in topics[key].split("\n\n") if len(p.strip()) > 40]
+    sentences = [s.strip() for p in paragraphs for s in re.split(r"(?<=[.!?])\s+", p) if len(s.strip()) > 20]
+    return (
+        [{"text": t, "doc": i} for i, t in enumerate(paragraphs)],
+        [{"text": t, "doc": i} for i, t in enumerate(sentences)],
+    )
+
+
+def to_bytes(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """Byte-level tokens of the text; drops very short documents (a filtering map)."""
+    text = payload["text"]
+    if len(text) < 48:
+        return None
+    return {"tokens": np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int32), "doc": payload["doc"]}
+
+
+def concat_init() -> dict[str, Any]:
+    return {"buf": []}
+
+
+def concat_push(state: dict[str, Any], payload: dict[str, Any]) -> list[list[int]]:
+    """Append a document's tokens (plus a separator) and cut every full row of ``ROW`` tokens."""
+    buf = state["buf"]
+    buf.extend(payload["tokens"].tolist())
+    buf.append(0)
+    rows = []
+    while len(buf) >= ROW:
+        rows.append(buf[:ROW])
+        del buf[:ROW]
+    return rows
+
+
+def concat_flush(state: dict[str, Any]) -> list[list[int]]:
+    """Emit the partial row, padded with -1, so the lane restarts clean."""
+    buf = state["buf"]
+    if not buf:
+        return []
+    row = buf + [-1] * (ROW - len(buf))
+    buf.clear()
+    return [row]
+
+
+def concat_transform(row: list[int]) -> dict[str, Any]:
+    arr = np.asarray(row, dtype=np.int32)
+    return {"input_ids": arr, "valid": np.int32((arr >= 0).sum())}
+
+
+def make_source(seed: int = 1234, chunk_size: int = 64, scale: int = 1) -> StaticMixtureWorkSource:
+    paragraphs, sentences = corpus()
+    a = Dataset.from_records("paragraphs", paragraphs * scale, shard_size=500)
+    b = Dataset.from_records("sentences", sentences * scale, shard_size=1000)
+    return StaticMixtureWorkSource(
+        [a, b], mixture=MixtureSpec({"paragraphs": 0.75, "sentences": 0.25}), chunk_size=chunk_size, seed=seed
+    )
+
+
+def build(parallelism: int = 2, *, source: StaticMixtureWorkSource | None = None, microbatch: int = 8) -> Pipeline:
+    """The demo pipeline: filter+tokenize, pack into rows, shuffle, batch."""
+    return (
+        Pipeline(source or make_source())
+        .map_transform(to_bytes, parallelism=parallelism)
+        .stateful_transform(
+            "concat_rows",
+            init_state=concat_init,
+            push=concat_push,
+            flush=concat_flush,
+            transform=concat_transform,
+            parallelism=parallelism,
+        )
+        .shuffle(buffer_size=64, seed=7)
+        .batch(microbatch_size=microbatch)
+    )

@@ -1,0 +1,36 @@
+"""Errors raised by Zephon.
+
+Every error a user can trigger derives from :class:`ZephonError`, so a training script can catch
+one type. Subclasses say *where* the fault lies (configuration, a reader, an operator, a
+checkpoint) because the message alone should let a user find the file, shard or option at fault.
+"""
+
+from __future__ import annotations
+
+
+class ZephonError(Exception):
+    """Base class of every error Zephon raises on purpose."""
+
+
+class ConfigError(ZephonError, ValueError):
+    """An option, dataset or pipeline definition is invalid; raised when the pipeline is built."""
+
+
+class PluginError(ZephonError):
+    """A plugin is missing, misspelled, registered twice or broken."""
+
+
+class ReaderError(ZephonError):
+    """A dataset file or shard cannot be listed or read (missing, truncated, corrupt)."""
+
+
+class OperatorError(ZephonError):
+    """A worker or accumulator of an operator raised; names the operator and the samples."""
+
+
+class CheckpointError(ZephonError, ValueError):
+    """A checkpoint is malformed or belongs to a different pipeline."""
+
+
+class WorkerCrashedError(OperatorError):
+    """A worker process died (killed, segfault, out of memory) while holding a task."""

@@ -1,0 +1,1 @@
+"""Operators: the accumulator/worker contract and the kernel's built-in operators."""

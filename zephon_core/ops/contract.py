@@ -1,0 +1,163 @@
+"""The operator contract: a serial per-lane accumulator plus a pure, parallel worker function.
+
+An operator splits its job in two so that parallelism cannot change its output:
+
+* the **accumulator** sees every record of one lane, in order, on one thread, and makes every
+  stateful decision (which records form a bin, when a batch is full, which buffered record leaves).
+  It hands back :class:`Work` items, or finished :class:`Records` when there is nothing expensive
+  left to do;
+* the **worker** function turns one work item into output payloads. It must be a pure function of
+  its input and the operator's configuration, and picklable, because it runs on threads, processes
+  or Ray actors and in any order. The kernel's reorder buffer restores the order afterwards.
+
+Identity and lineage are the kernel's job: a :class:`Work` item carries, per output *slot*, the
+record key (unique within a lane) and the source sample ids it came from. A slot whose worker
+output is ``None`` (fanout ``"one"``) or an empty list (fanout ``"many"``) is a dropped record, and
+its lineage is kept as a tombstone so a checkpoint and the conformance suite can account for it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+Payload = dict[str, Any]
+Lineage = tuple[int, ...]
+
+
+@dataclass(slots=True)
+class Records:
+    """An ordered run of records from one lane, stored column-wise to keep per-record cost low.
+
+    Attributes:
+        payloads: the records' data.
+        keys: each record's identity, unique within its lane (64-bit).
+        lineage: each record's source sample ids (see :func:`zephon_core.work.source.sample_id`).
+        dropped: lineage of records dropped while producing this run (tombstones).
+    """
+
+    payloads: list[Payload]
+    keys: list[int]
+    lineage: list[Lineage]
+    dropped: list[Lineage] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    @staticmethod
+    def empty() -> Records:
+        return Records([], [], [])
+
+
+@dataclass(slots=True)
+class Work:
+    """What an accumulator asks a worker to do.
+
+    Attributes:
+        task: the worker's input (pickled for process workers; keep it small and plain).
+        keys: identity of each output slot.
+        lineage: source sample ids of each output slot.
+        dropped: lineage of records the accumulator itself dropped.
+        meta: kernel bookkeeping carried past the worker (used by ``batch`` for resume points).
+    """
+
+    task: Any
+    keys: list[int]
+    lineage: list[Lineage]
+    dropped: list[Lineage] = field(default_factory=list)
+    meta: Any = None
+
+
+Emitted = Work | Records
+
+
+class Accumulator(ABC):
+    """Per-lane serial state of an operator. A fresh instance is made for each lane and after
+    every flush, so ``__init__`` defines the clean state."""
+
+    @abstractmethod
+    def push(self, records: Records) -> list[Emitted]:
+        """Consume records (in lane order) and return zero or more work items or finished records."""
+
+    def flush(self) -> list[Emitted]:
+        """Emit everything held for this lane; the instance is discarded afterwards."""
+        return []
+
+    def state(self) -> Any:
+        """The accumulator's state as plain data, for the JSON-round-trip conformance check."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Traits:
+    """What an operator claims about itself; the runtime and conformance suite rely on it.
+
+    Attributes:
+        fanout: ``"one"``: the worker returns one payload or None per slot; ``"many"``: a list per slot.
+        has_worker: False when the accumulator emits finished :class:`Records` only (e.g. shuffle).
+        stateful: holds records across pushes (so flushes and replay matter).
+        resets_on_flush: returns to a fresh state at each flush sentinel (all but ``batch``).
+    """
+
+    fanout: Literal["one", "many"] = "one"
+    has_worker: bool = True
+    stateful: bool = False
+    resets_on_flush: bool = True
+
+
+WorkerFn = Callable[[Any], Sequence[Any]]
+
+
+class Operator(ABC):
+    """Base class of every operator, built-in or plugin.
+
+    Subclasses define :attr:`kind` (the registered name), :meth:`config` (JSON-able, identifies the
+    operator in fingerprints), :meth:`new_accumulator` and, when ``traits.has_worker``,
+    :meth:`worker`.
+    """
+
+    kind: ClassVar[str] = ""
+    traits: ClassVar[Traits] = Traits()
+
+    def __init__(self, *, parallelism: int = 1, runner: str | None = None, name: str | None = None) -> None:
+        from zephon_core.errors import ConfigError
+
+        if not isinstance(parallelism, int) or parallelism < 1:
+            raise ConfigError(f"operator {name or self.kind!r}: parallelism must be an int >= 1, got {parallelism!r}")
+        self.parallelism = parallelism
+        self.runner = runner
+        self.name = name or self.kind
+
+    @abstractmethod
+    def config(self) -> dict[str, Any]:
+        """JSON-able configuration; part of the pipeline fingerprint (not parallelism or runner)."""
+
+    @abstractmethod
+    def new_accumulator(self, lane: int) -> Accumulator:
+        """A fresh accumulator for ``lane``."""
+
+    def worker(self) -> WorkerFn | None:
+        """The pure function run on workers; must be picklable for the processes runner."""
+        return None
+
+    def prepare(self, source: Any) -> None:  # noqa: B027 - optional hook
+        """Called once before the pipeline starts, with its work source (e.g. to calibrate it)."""
+
+    def training_view(self) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+        """Optional conversion applied by ``SampleBatch.to_training()`` (e.g. labels from packed rows)."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "config": self.config()}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, parallelism={self.parallelism})"
+
+
+def callable_name(fn: Any) -> str:
+    """A stable, JSON-able name for a user function, for fingerprints."""
+    mod = getattr(fn, "__module__", None) or type(fn).__module__
+    qual = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{mod}:{qual}"

@@ -1,0 +1,91 @@
+"""``map_transform`` (1→1, or 1→0 to filter) and ``flat_map`` (1→n): stateless, fully parallel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from zephon_core.errors import ConfigError
+from zephon_core.ops.contract import (
+    Accumulator,
+    Emitted,
+    Operator,
+    Payload,
+    Records,
+    Traits,
+    Work,
+    WorkerFn,
+    callable_name,
+)
+
+
+class _PassThrough(Accumulator):
+    """Hands each incoming run of records to the workers as one task (work on groups, not records)."""
+
+    def push(self, records: Records) -> list[Emitted]:
+        if not records.payloads:
+            return [records] if records.dropped else []
+        return [Work(records.payloads, records.keys, records.lineage, records.dropped)]
+
+
+@dataclass(frozen=True, slots=True)
+class _MapWorker:
+    fn: Callable[[Payload], Payload | None]
+
+    def __call__(self, payloads: list[Payload]) -> list[Payload | None]:
+        fn = self.fn
+        return [fn(p) for p in payloads]
+
+
+@dataclass(frozen=True, slots=True)
+class _FlatMapWorker:
+    fn: Callable[[Payload], Iterable[Payload]]
+
+    def __call__(self, payloads: list[Payload]) -> list[list[Payload]]:
+        fn = self.fn
+        return [list(fn(p)) for p in payloads]
+
+
+class MapTransform(Operator):
+    """Apply ``fn(payload) -> dict | None`` to every record; ``None`` drops the record."""
+
+    kind = "map_transform"
+    traits = Traits(fanout="one")
+
+    def __init__(self, fn: Callable[[Payload], Payload | None], **kw: Any) -> None:
+        if not callable(fn):
+            raise ConfigError(f"map_transform needs a callable, got {fn!r}")
+        super().__init__(**kw)
+        self.fn = fn
+
+    def config(self) -> dict[str, Any]:
+        return {"fn": callable_name(self.fn)}
+
+    def new_accumulator(self, lane: int) -> Accumulator:
+        return _PassThrough()
+
+    def worker(self) -> WorkerFn:
+        return _MapWorker(self.fn)
+
+
+class FlatMap(Operator):
+    """Apply ``fn(payload) -> iterable of dicts``: one record becomes zero or more (lineage kept)."""
+
+    kind = "flat_map"
+    traits = Traits(fanout="many")
+
+    def __init__(self, fn: Callable[[Payload], Iterable[Payload]], **kw: Any) -> None:
+        if not callable(fn):
+            raise ConfigError(f"flat_map needs a callable, got {fn!r}")
+        super().__init__(**kw)
+        self.fn = fn
+
+    def config(self) -> dict[str, Any]:
+        return {"fn": callable_name(self.fn)}
+
+    def new_accumulator(self, lane: int) -> Accumulator:
+        return _PassThrough()
+
+    def worker(self) -> WorkerFn:
+        return _FlatMapWorker(self.fn)

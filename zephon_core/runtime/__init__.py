@@ -1,0 +1,1 @@
+"""Execution: runners, stages with reorder buffers, and the per-rank engine with its lane multiplexer."""

@@ -1,0 +1,75 @@
+"""Datasets: a name, a reader and the shard sizes, so pointers can be made without reading data."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from zephon_core.errors import ConfigError, ReaderError
+from zephon_core.work.readers import MemoryReader, Reader, ShardInfo
+
+
+class Dataset:
+    """A named collection of same-format shards with known sample counts.
+
+    Build one with :meth:`from_records` (in memory) or :meth:`from_path` (any installed format).
+    """
+
+    def __init__(self, name: str, reader: Reader, *, format: str | None = None) -> None:
+        if not name or not isinstance(name, str):
+            raise ConfigError(f"dataset name must be a non-empty string, got {name!r}")
+        self.name = name
+        self.reader = reader
+        self.format = format or reader.format
+        try:
+            self.shards: list[ShardInfo] = list(reader.shards())
+        except ReaderError:
+            raise
+        except Exception as exc:  # a library error while listing: say which dataset
+            raise ReaderError(f"dataset {name!r}: cannot list shards: {exc}") from exc
+        if not self.shards:
+            raise ReaderError(f"dataset {name!r}: no shards found")
+        self.sizes = np.array([s.num_samples for s in self.shards], dtype=np.int64)
+        if (self.sizes < 0).any():
+            raise ReaderError(f"dataset {name!r}: negative sample count in shard list")
+        self.num_samples = int(self.sizes.sum())
+        if self.num_samples == 0:
+            raise ReaderError(f"dataset {name!r}: all shards are empty")
+
+    @classmethod
+    def from_records(
+        cls, name: str, records: Sequence[dict[str, Any]], shard_size: int = 1000
+    ) -> Dataset:
+        """An in-memory dataset, cut into shards of ``shard_size`` records."""
+        return cls(name, MemoryReader(records, shard_size))
+
+    @classmethod
+    def from_path(cls, name: str, path: str, format: str | None = None, **options: Any) -> Dataset:
+        """A dataset stored at a local path or fsspec URL; the format is detected by reader plugins.
+
+        Args:
+            name: the dataset's name in mixtures and checkpoints.
+            path: a folder, a file or an fsspec URL (``s3://…``, ``memory://…``, ``file://…``).
+            format: skip detection and use this registered format.
+            options: passed to the reader's constructor.
+        """
+        from zephon_core.plugins import get_plugin_manager
+
+        registry = get_plugin_manager().registry
+        fmt = format or registry.detect_format(path)
+        reader = registry.make_reader(fmt, path, **options)
+        return cls(name, reader, format=fmt)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able identity of this dataset for the pipeline fingerprint."""
+        return {
+            "name": self.name,
+            "reader": self.reader.describe(),
+            "shards": len(self.shards),
+            "samples": self.num_samples,
+        }
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.name!r}, format={self.format!r}, shards={len(self.shards)}, samples={self.num_samples})"

@@ -1,0 +1,97 @@
+"""Mixture weights and the deterministic interleaving schedule.
+
+The schedule is smooth weighted round robin with integer weights ``a_d``: over each period of
+``A = sum(a_d)`` positions, component ``d`` appears exactly ``a_d`` times, spread as evenly as
+possible (element ``k`` of component ``d`` ideally sits at ``(k + 0.5) / a_d`` of the period).
+Because the schedule is periodic, the draw counts at any global position are closed-form, so a
+lane can jump straight to its chunks without enumerating the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import reduce
+from math import gcd
+
+import numpy as np
+
+from zephon_core.errors import ConfigError
+
+MAX_PERIOD = 1 << 16
+
+
+@dataclass(frozen=True)
+class MixtureSpec:
+    """Target proportions per dataset name, e.g. ``MixtureSpec({"web": 0.75, "code": 0.25})``.
+
+    Weights need not sum to one; they are normalised. Zero or negative weights are an error
+    (leave the dataset out instead).
+    """
+
+    weights: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        if not self.weights:
+            raise ConfigError("MixtureSpec needs at least one dataset weight")
+        for name, w in self.weights.items():
+            if not isinstance(w, (int, float)) or not w > 0 or w != w or w == float("inf"):
+                raise ConfigError(f"MixtureSpec weight for {name!r} must be a positive number, got {w!r}")
+        object.__setattr__(self, "weights", dict(self.weights))
+
+    def normalized(self) -> dict[str, float]:
+        total = sum(self.weights.values())
+        return {k: v / total for k, v in self.weights.items()}
+
+
+def integer_weights(weights: list[float], max_period: int = MAX_PERIOD) -> np.ndarray:
+    """Small integers in (nearly) the same ratio as ``weights``, summing to at most ``max_period``."""
+    total = sum(weights)
+    fracs = [Fraction(w / total).limit_denominator(max_period // max(1, len(weights))) for w in weights]
+    den = reduce(lambda a, b: a * b // gcd(a, b), (f.denominator for f in fracs), 1)
+    ints = [max(1, int(f * den)) for f in fracs]
+    g = reduce(gcd, ints)
+    ints = [i // g for i in ints]
+    while sum(ints) > max_period:  # fall back to rounding at the period limit
+        scale = max_period / sum(ints)
+        ints = [max(1, round(i * scale)) for i in ints]
+        if sum(ints) <= max_period:
+            break
+        max_period -= len(ints)
+    return np.array(ints, dtype=np.int64)
+
+
+class MixtureSchedule:
+    """Which component fills each global position, and its draw number, in O(1) per position."""
+
+    def __init__(self, weights: list[float]) -> None:
+        self.a = integer_weights(weights)
+        self.period = int(self.a.sum())
+        d = len(self.a)
+        keys = np.concatenate([(2 * np.arange(a) + 1) / (2 * a) for a in self.a.tolist()])
+        comp = np.concatenate([np.full(a, i) for i, a in enumerate(self.a.tolist())])
+        order = np.lexsort((comp, keys))  # exact ties broken by component index
+        self.seq = comp[order].astype(np.int64)
+        onehot = np.zeros((self.period, d), dtype=np.int64)
+        onehot[np.arange(self.period), self.seq] = 1
+        self.cum = np.vstack([np.zeros((1, d), dtype=np.int64), np.cumsum(onehot, axis=0)])
+
+    def counts_at(self, position: int) -> np.ndarray:
+        """How many draws each component has had before global ``position``."""
+        q, r = divmod(position, self.period)
+        return q * self.a + self.cum[r]
+
+    def take(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Components and per-component draw numbers for global positions ``[start, start+n)``."""
+        pos = np.arange(start, start + n, dtype=np.int64)
+        q, r = np.divmod(pos, self.period)
+        comp = self.seq[r]
+        draw = q * self.a[comp] + self.cum[r, comp]
+        return comp, draw
+
+    def position_of_draw(self, comp: int, draw: int) -> int:
+        """Global position at which component ``comp`` makes its ``draw``-th draw (0-based)."""
+        q, r = divmod(draw, int(self.a[comp]))
+        offsets = np.flatnonzero(self.seq == comp)
+        return q * self.period + int(offsets[r])

@@ -1,0 +1,84 @@
+"""The contract a format plugin implements, and the kernel's own in-memory reader.
+
+A reader turns sample pointers ``(shard, index)`` into payload dicts. The fetch stage groups a chunk's
+pointers by shard and calls :meth:`Reader.read` once per shard, so a reader can decode a row group,
+a chunk file or a byte range once for many samples instead of once per sample.
+
+Readers are sent to worker processes, so they must pickle cheaply: keep configuration in the
+object and (re)open files lazily.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from zephon_core.errors import ReaderError
+
+
+@dataclass(frozen=True, slots=True)
+class ShardInfo:
+    """One shard of a dataset: a stable id (usually its path relative to the dataset root) and size."""
+
+    id: str
+    num_samples: int
+
+
+class Reader(ABC):
+    """Reads one dataset stored in one format.
+
+    Subclasses set :attr:`format` and implement :meth:`shards` and :meth:`read`. ``shards()`` must
+    be deterministic (same list, same order, same counts every time) because pointers index into it.
+    """
+
+    format: ClassVar[str] = ""
+
+    @abstractmethod
+    def shards(self) -> list[ShardInfo]:
+        """All shards, in a stable order, with their sample counts."""
+
+    @abstractmethod
+    def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
+        """Read the samples ``indices`` (any order, repeats allowed) of shard number ``shard``.
+
+        Returns one dict per index, in the order of ``indices``. Raise :class:`ReaderError` naming
+        the shard on missing, truncated or corrupt data.
+        """
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able description that goes into the pipeline fingerprint."""
+        return {"format": self.format}
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release open files or caches (optional)."""
+
+
+class MemoryReader(Reader):
+    """Records held in memory, cut into shards of ``shard_size``: the kernel's own reader."""
+
+    format = "memory"
+
+    def __init__(self, records: Sequence[dict[str, Any]], shard_size: int) -> None:
+        if shard_size <= 0:
+            raise ReaderError(f"shard_size must be positive, got {shard_size}")
+        self._records = list(records)
+        self._shard_size = shard_size
+
+    def shards(self) -> list[ShardInfo]:
+        n, s = len(self._records), self._shard_size
+        return [ShardInfo(f"memory-{i:05d}", min(s, n - i * s)) for i in range((n + s - 1) // s)]
+
+    def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
+        base = shard * self._shard_size
+        recs = self._records
+        try:
+            return [dict(recs[base + i]) for i in indices.tolist()]
+        except IndexError as exc:
+            raise ReaderError(f"memory shard {shard}: index out of range ({exc})") from None
+
+    def describe(self) -> dict[str, Any]:
+        return {"format": self.format, "shard_size": self._shard_size, "n": len(self._records)}
