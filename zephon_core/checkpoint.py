@@ -57,7 +57,9 @@ def validate(state: Any) -> dict[str, Any]:
     if state.get("schema") != SCHEMA:
         raise CheckpointError(f"not a zephon checkpoint (schema={state.get('schema')!r})")
     if state.get("version") != SCHEMA_VERSION:
-        raise CheckpointError(f"checkpoint schema version {state.get('version')!r} is not supported (expected {SCHEMA_VERSION})")
+        raise CheckpointError(
+            f"checkpoint schema version {state.get('version')!r} is not supported (expected {SCHEMA_VERSION})"
+        )
     for key in ("fingerprint", "definition", "lanes", "num_lanes"):
         if key not in state:
             raise CheckpointError(f"checkpoint lacks {key!r}")
@@ -69,7 +71,9 @@ def validate(state: Any) -> dict[str, Any]:
             raise CheckpointError(f"checkpoint has an invalid lane id {lane!r} (num_lanes={state['num_lanes']})")
         for f, t in _LANE_FIELDS.items():
             if not isinstance(ls.get(f), t) or ls[f] < 0:
-                raise CheckpointError(f"checkpoint lane {lane}: field {f!r} must be a non-negative int, got {ls.get(f)!r}")
+                raise CheckpointError(
+                    f"checkpoint lane {lane}: field {f!r} must be a non-negative int, got {ls.get(f)!r}"
+                )
     return dict(state)
 
 

@@ -41,7 +41,9 @@ class Options:
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(f"option {f} must be an int >= 1, got {v!r}")
         if not isinstance(self.flush_every_k_chunks, int) or self.flush_every_k_chunks < 0:
-            raise ConfigError(f"option flush_every_k_chunks must be an int >= 0 (0 = never), got {self.flush_every_k_chunks!r}")
+            raise ConfigError(
+                f"option flush_every_k_chunks must be an int >= 0 (0 = never), got {self.flush_every_k_chunks!r}"
+            )
         if self.lanes % self.dp_world_size:
             raise ConfigError(
                 f"lanes={self.lanes} cannot be split evenly over dp_world_size={self.dp_world_size}: "
@@ -114,11 +116,15 @@ class Pipeline:
         self._fetch = self._make("fetch", parallelism=parallelism, runner=runner)
         return self
 
-    def map_transform(self, fn: Callable[[Payload], Payload | None], parallelism: int = 1, runner: str | None = None) -> Pipeline:
+    def map_transform(
+        self, fn: Callable[[Payload], Payload | None], parallelism: int = 1, runner: str | None = None
+    ) -> Pipeline:
         """``fn(payload) -> dict | None`` on every record; ``None`` drops it."""
         return self.apply("map_transform", fn, parallelism=parallelism, runner=runner)
 
-    def flat_map(self, fn: Callable[[Payload], Iterable[Payload]], parallelism: int = 1, runner: str | None = None) -> Pipeline:
+    def flat_map(
+        self, fn: Callable[[Payload], Iterable[Payload]], parallelism: int = 1, runner: str | None = None
+    ) -> Pipeline:
         """``fn(payload) -> iterable of dicts``: one record becomes zero or more."""
         return self.apply("flat_map", fn, parallelism=parallelism, runner=runner)
 
@@ -130,7 +136,13 @@ class Pipeline:
         """Shuffle each lane through a buffer; draws are hashes of record identity."""
         return self.apply("shuffle", buffer_size, seed)
 
-    def batch(self, microbatch_size: int, collate: Callable[..., Any] | None = None, parallelism: int = 1, runner: str | None = None) -> Pipeline:
+    def batch(
+        self,
+        microbatch_size: int,
+        collate: Callable[..., Any] | None = None,
+        parallelism: int = 1,
+        runner: str | None = None,
+    ) -> Pipeline:
         """End the pipeline with microbatches of ``microbatch_size`` rows from one lane each."""
         return self.apply("batch", microbatch_size, collate, parallelism=parallelism, runner=runner)
 

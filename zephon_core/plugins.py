@@ -64,7 +64,9 @@ class Registration:
     def load(self) -> Any:
         obj = load_object(self.factory)
         if not callable(obj):
-            raise PluginError(f"{self.kind} {self.name!r} from {self.package}: factory {self.factory!r} is not callable")
+            raise PluginError(
+                f"{self.kind} {self.name!r} from {self.package}: factory {self.factory!r} is not callable"
+            )
         return obj
 
 
@@ -80,9 +82,7 @@ class Registry:
             raise PluginError(f"{reg.package}: {reg.kind} name {reg.name!r} must be a Python identifier")
         if key in self.items:
             other = self.items[key]
-            raise PluginError(
-                f"{reg.kind} {reg.name!r} is registered twice: by {other.package} and by {reg.package}"
-            )
+            raise PluginError(f"{reg.kind} {reg.name!r} is registered twice: by {other.package} and by {reg.package}")
         self.items[key] = reg
 
     def names(self, kind: Kind) -> list[str]:
@@ -110,8 +110,9 @@ class Registry:
             raise ReaderError(f"cannot open {path!r}: {exc}") from exc
         try:
             if fs.isdir(root):
-                files = sorted(fs.relpath(f, root) if hasattr(fs, "relpath") else f[len(root):].lstrip("/")
-                               for f in fs.find(root))
+                files = sorted(
+                    fs.relpath(f, root) if hasattr(fs, "relpath") else f[len(root) :].lstrip("/") for f in fs.find(root)
+                )
             elif fs.exists(root):
                 files = [root.rsplit("/", 1)[-1]]
             else:

@@ -16,7 +16,17 @@ from typing import Any
 import numpy as np
 
 from zephon_core.errors import ConfigError
-from zephon_core.ops.contract import Accumulator, Emitted, Operator, Payload, Records, Traits, Work, WorkerFn, callable_name
+from zephon_core.ops.contract import (
+    Accumulator,
+    Emitted,
+    Operator,
+    Payload,
+    Records,
+    Traits,
+    Work,
+    WorkerFn,
+    callable_name,
+)
 
 
 @dataclass(frozen=True, slots=True)

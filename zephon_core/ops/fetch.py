@@ -46,8 +46,7 @@ class FetchWorker:
                 raise
             except Exception as exc:
                 raise ReaderError(
-                    f"dataset {self.names[d]!r}, shard {s} ({_shard_name(reader, s)}): "
-                    f"{type(exc).__name__}: {exc}"
+                    f"dataset {self.names[d]!r}, shard {s} ({_shard_name(reader, s)}): {type(exc).__name__}: {exc}"
                 ) from exc
             if len(rows) != len(pos):
                 raise ReaderError(

@@ -45,7 +45,9 @@ class _ShuffleAccumulator(Accumulator):
         if not buf.payloads:
             return []
         order = np.argsort(uniforms(self._drain_key, buf.keys), kind="stable").tolist()
-        return [Records([buf.payloads[i] for i in order], [buf.keys[i] for i in order], [buf.lineage[i] for i in order])]
+        return [
+            Records([buf.payloads[i] for i in order], [buf.keys[i] for i in order], [buf.lineage[i] for i in order])
+        ]
 
     def state(self) -> Any:
         return {"buffered_keys": list(self._buf.keys)}

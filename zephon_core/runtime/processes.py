@@ -123,8 +123,7 @@ class _ProcessExecutor:
     def _crash_error(self, idx: int | None) -> WorkerCrashedError:
         code = self._procs[idx].exitcode if idx is not None else None
         return WorkerCrashedError(
-            f"operator {self._label!r}: a worker process died (exit code {code}); "
-            "see the worker's stderr for the cause"
+            f"operator {self._label!r}: a worker process died (exit code {code}); see the worker's stderr for the cause"
         )
 
     def _dispatch(self) -> None:

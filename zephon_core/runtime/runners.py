@@ -30,8 +30,7 @@ class Runner(Protocol):
 
     name: str
 
-    def start(self, fn: WorkerFn, parallelism: int, label: str) -> Executor:
-        ...
+    def start(self, fn: WorkerFn, parallelism: int, label: str) -> Executor: ...
 
 
 class _InlineExecutor:

@@ -227,7 +227,9 @@ class Stage:
                     out.lineage.extend([lin] * len(rs))
         bad = next((p for p in out.payloads if not isinstance(p, dict)), None)
         if bad is not None:
-            raise self._error("worker", lane, work.lineage, TypeError(f"worker output must be a dict, got {type(bad).__name__}"))
+            raise self._error(
+                "worker", lane, work.lineage, TypeError(f"worker output must be a dict, got {type(bad).__name__}")
+            )
         return out if (out.payloads or out.dropped) else None
 
     def join(self, timeout: float) -> None:

@@ -39,9 +39,7 @@ class Dataset:
             raise ReaderError(f"dataset {name!r}: all shards are empty")
 
     @classmethod
-    def from_records(
-        cls, name: str, records: Sequence[dict[str, Any]], shard_size: int = 1000
-    ) -> Dataset:
+    def from_records(cls, name: str, records: Sequence[dict[str, Any]], shard_size: int = 1000) -> Dataset:
         """An in-memory dataset, cut into shards of ``shard_size`` records."""
         return cls(name, MemoryReader(records, shard_size))
 

@@ -113,9 +113,7 @@ class StaticMixtureWorkSource:
         self.exhaustion = exhaustion
         self.weight_by = weight_by
         self.tokens_per_sample: dict[str, float] | None = None
-        self._orders = [
-            BlockShuffle(d.sizes, seed, d.name, shuffle_block_size, shuffle) for d in self.datasets
-        ]
+        self._orders = [BlockShuffle(d.sizes, seed, d.name, shuffle_block_size, shuffle) for d in self.datasets]
         self._block_size = shuffle_block_size
         self._schedule: MixtureSchedule | None = None
         self._end: int | None = None
