@@ -206,7 +206,7 @@ class ZephonPluginManager:
 
     def _registrar(self, kind: Kind, package: str, version: str) -> Callable[..., None]:
         def register(*, name: str, factory: Any, description: str = "", **extra: Any) -> None:
-            allowed = {"reader": {"detect"}, "operator": set(), "runner": set()}[kind]
+            allowed = {"reader": {"detect", "index"}, "operator": set(), "runner": set()}[kind]
             unknown = set(extra) - allowed
             if unknown:
                 raise PluginError(f"{package}: register() for a {kind} got unknown arguments {sorted(unknown)}")

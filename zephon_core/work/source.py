@@ -198,6 +198,24 @@ class StaticMixtureWorkSource:
             raise ConfigError(f"sample id {sid} (chunk {g}, offset {off}) is past the end of the data")
         return Pointer(self.datasets[int(ch.dataset[off])].name, int(ch.shard[off]), int(ch.index[off]))
 
+    def dataset_index(self, sid: int) -> int:
+        """Which dataset (index into ``datasets``) the sample id ``sid`` was drawn from."""
+        g, off = split_sample_id(sid)
+        return int(self._chunk_datasets(g)[off])
+
+    def _chunk_datasets(self, g: int) -> np.ndarray:
+        cache = self.__dict__.setdefault("_ds_cache", {})
+        arr = cache.get(g)
+        if arr is None:
+            start = g * self.chunk_size
+            end = self.end_position
+            stop = start + self.chunk_size if end is None else min(start + self.chunk_size, end)
+            arr = self.schedule.take(start, max(0, stop - start))[0]
+            if len(cache) > 4096:
+                cache.clear()
+            cache[g] = arr
+        return arr
+
     # -- identity and state -----------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """JSON-able definition for the pipeline fingerprint."""
