@@ -77,7 +77,9 @@ def test_resume_with_world_size_change(builder, baseline, before, after):
     cuts = _interesting_cuts(baseline)
     assert len(cuts) >= 5
     for cut in cuts:
-        first = run_global(builder, lanes=LANES, world_size=before, runner="threads", parallelism=2, flush_every=K, steps=cut)
+        first = run_global(
+            builder, lanes=LANES, world_size=before, runner="threads", parallelism=2, flush_every=K, steps=cut
+        )
         assert first.hashes == baseline.hashes[:cut]
         rest = run_global(
             builder, lanes=LANES, world_size=after, runner="threads", parallelism=3, flush_every=K, resume=first.state
@@ -104,7 +106,9 @@ def test_repeated_resume_cycles(builder, baseline):
     hashes: list[str] = []
     state = None
     for world, steps in [(1, 3), (4, 5), (2, 7), (4, 2), (1, 9), (2, None)]:
-        res = run_global(builder, lanes=LANES, world_size=world, runner="threads", flush_every=K, resume=state, steps=steps)
+        res = run_global(
+            builder, lanes=LANES, world_size=world, runner="threads", flush_every=K, resume=state, steps=steps
+        )
         hashes += res.hashes
         state = res.state
     assert hashes == baseline.hashes

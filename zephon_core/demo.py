@@ -163,8 +163,15 @@ def run(*, lanes: int = 4, flush_every: int = 2, quick: bool = False) -> bool:
         print(f"  check {label}: {match}/{len(hashes)} global batch hashes match {'OK' if good else 'MISMATCH'}")
     cut = len(hashes) // 3
     first = run_global(builder, lanes=lanes, flush_every=flush_every, world_size=2, runner="threads", steps=cut)
-    rest = run_global(builder, lanes=lanes, flush_every=flush_every, world_size=4, runner="processes",
-                      parallelism=2, resume=first.state)
+    rest = run_global(
+        builder,
+        lanes=lanes,
+        flush_every=flush_every,
+        world_size=4,
+        runner="processes",
+        parallelism=2,
+        resume=first.state,
+    )
     good = first.hashes + rest.hashes == hashes
     ok &= good
     size = len(__import__("json").dumps(first.state))

@@ -146,31 +146,19 @@ class Registry:
             raise ConfigError(f"reader {fmt!r}: bad options {sorted(options)}: {exc}") from exc
 
 
-def _package_of(pm: pluggy.PluginManager, plugin: object) -> tuple[str, str]:
-    for p, dist in pm.list_plugin_distinfo():
-        if p is plugin:
-            return dist.metadata["name"], dist.version
-    if getattr(plugin, "__name__", "") == "zephon_core._builtins":
-        from zephon_core import __version__
-
-        return "zephon-core", __version__
-    return getattr(plugin, "__name__", repr(plugin)), "unknown"
-
-
 class ZephonPluginManager:
     """A pluggy manager plus the registry it fills. Make a fresh one per test if you like."""
 
     def __init__(self, *, load_entrypoints: bool = True, plugins: list[object] | None = None) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
-        from zephon_core import _builtins
+        self._packages: dict[int, tuple[str, str]] = {}
+        from zephon_core import __version__, _builtins
 
         self.register_plugin(_builtins)
+        self._packages[id(_builtins)] = ("zephon-core", __version__)
         if load_entrypoints:
-            try:
-                self.pm.load_setuptools_entrypoints(hookspecs.PROJECT)
-            except Exception as exc:
-                raise PluginError(f"a zephon plugin failed to load: {type(exc).__name__}: {exc}") from exc
+            self._load_entrypoints()
         for p in plugins or []:
             self.register_plugin(p)
         self._check_names()
@@ -180,13 +168,37 @@ class ZephonPluginManager:
     def register_plugin(self, plugin: object, name: str | None = None) -> None:
         self.pm.register(plugin, name=name)
 
+    def _load_entrypoints(self) -> None:
+        """Load every ``zephon`` entry point; a broken one is an error naming its package."""
+        from importlib.metadata import distributions
+
+        seen: set[str] = set()
+        for dist in distributions():
+            for ep in dist.entry_points:
+                if ep.group != hookspecs.PROJECT or ep.name in seen:
+                    continue
+                seen.add(ep.name)
+                package = dist.metadata["name"]
+                try:
+                    plugin = ep.load()
+                except Exception as exc:
+                    raise PluginError(
+                        f"plugin {ep.name!r} of package {package} {dist.version} failed to load "
+                        f"({ep.value}): {type(exc).__name__}: {exc}; reinstall or uninstall {package}"
+                    ) from exc
+                self.register_plugin(plugin, name=ep.name)
+                self._packages[id(plugin)] = (package, dist.version)
+
+    def _package_of(self, plugin: object) -> tuple[str, str]:
+        return self._packages.get(id(plugin), (getattr(plugin, "__name__", repr(plugin)), "unknown"))
+
     def _check_names(self) -> None:
         known = {n for n in dir(hookspecs) if n.startswith("zephon_")}
         for plugin in self.pm.get_plugins():
             for attr in dir(plugin):
                 if attr.startswith("zephon_") and attr not in known and callable(getattr(plugin, attr, None)):
                     raise PluginError(
-                        f"plugin {_package_of(self.pm, plugin)[0]!r} defines {attr!r}, which is not a zephon hook "
+                        f"plugin {self._package_of(plugin)[0]!r} defines {attr!r}, which is not a zephon hook "
                         f"(known hooks: {', '.join(sorted(known))})"
                     )
         try:
@@ -201,7 +213,7 @@ class ZephonPluginManager:
             ("runner", self.pm.hook.zephon_register_runners),
         ):
             for impl in hook.get_hookimpls():
-                package, version = _package_of(self.pm, impl.plugin)
+                package, version = self._package_of(impl.plugin)
                 impl.function(register=self._registrar(kind, package, version))
 
     def _registrar(self, kind: Kind, package: str, version: str) -> Callable[..., None]:

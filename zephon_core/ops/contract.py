@@ -156,6 +156,30 @@ class Operator(ABC):
         return f"{type(self).__name__}(name={self.name!r}, parallelism={self.parallelism})"
 
 
+class ItemFailure(Exception):
+    """Raised by a worker to say which slot of its work item failed, so the error can name the sample."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(index, message)
+        self.index = index
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def apply_each(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    """``[fn(x) for x in items]``, but a failure names the item's position (see :class:`ItemFailure`)."""
+    out = []
+    append = out.append
+    for i, item in enumerate(items):
+        try:
+            append(fn(item))
+        except Exception as exc:
+            raise ItemFailure(i, f"{type(exc).__name__}: {exc}") from exc
+    return out
+
+
 def callable_name(fn: Any) -> str:
     """A stable, JSON-able name for a user function, for fingerprints."""
     mod = getattr(fn, "__module__", None) or type(fn).__module__

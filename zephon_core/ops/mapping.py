@@ -16,6 +16,7 @@ from zephon_core.ops.contract import (
     Traits,
     Work,
     WorkerFn,
+    apply_each,
     callable_name,
 )
 
@@ -34,8 +35,7 @@ class _MapWorker:
     fn: Callable[[Payload], Payload | None]
 
     def __call__(self, payloads: list[Payload]) -> list[Payload | None]:
-        fn = self.fn
-        return [fn(p) for p in payloads]
+        return apply_each(self.fn, payloads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class _FlatMapWorker:
 
     def __call__(self, payloads: list[Payload]) -> list[list[Payload]]:
         fn = self.fn
-        return [list(fn(p)) for p in payloads]
+        return apply_each(lambda p: list(fn(p)), payloads)
 
 
 class MapTransform(Operator):

@@ -23,6 +23,7 @@ from zephon_core.ops.contract import (
     Traits,
     Work,
     WorkerFn,
+    apply_each,
     callable_name,
 )
 
@@ -82,8 +83,7 @@ class _TransformWorker:
     fn: Callable[[Any], Any]
 
     def __call__(self, items: list[Any]) -> list[Any]:
-        fn = self.fn
-        return [fn(it) for it in items]
+        return apply_each(self.fn, items)
 
 
 class StatefulTransform(Operator):

@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from zephon_core.errors import ConfigError, WorkerCrashedError
-from zephon_core.ops.contract import WorkerFn
+from zephon_core.ops.contract import ItemFailure, WorkerFn
 
 
 def _send(conn: Connection, obj: Any) -> None:
@@ -47,11 +47,12 @@ def _recv(conn: Connection) -> Any:
 class RemoteError(Exception):
     """An exception raised inside a worker process, carried back as text."""
 
-    def __init__(self, type_name: str, message: str, tb: str) -> None:
-        super().__init__(f"{type_name}: {message}")
+    def __init__(self, type_name: str, message: str, tb: str, index: int | None = None) -> None:
+        super().__init__(message if index is not None else f"{type_name}: {message}")
         self.type_name = type_name
         self.message = message
         self.remote_traceback = tb
+        self.index = index
 
 
 def _worker_main(conn: Connection, fn_bytes: bytes) -> None:
@@ -68,11 +69,12 @@ def _worker_main(conn: Connection, fn_bytes: bytes) -> None:
         try:
             out = (task_id, True, fn(task))
         except BaseException as exc:  # report, keep serving
-            out = (task_id, False, (type(exc).__name__, str(exc), traceback.format_exc()))
+            index = getattr(exc, "index", None) if isinstance(exc, ItemFailure) else None
+            out = (task_id, False, (type(exc).__name__, str(exc), traceback.format_exc(), index))
         try:
             _send(conn, out)
         except Exception as exc:  # an unpicklable result: report it instead
-            _send(conn, (task_id, False, (type(exc).__name__, f"cannot send result: {exc}", "")))
+            _send(conn, (task_id, False, (type(exc).__name__, f"cannot send result: {exc}", "", None)))
 
 
 class _ProcessExecutor:
@@ -123,7 +125,7 @@ class _ProcessExecutor:
     def _crash_error(self, idx: int | None) -> WorkerCrashedError:
         code = self._procs[idx].exitcode if idx is not None else None
         return WorkerCrashedError(
-            f"operator {self._label!r}: a worker process died (exit code {code}); see the worker's stderr for the cause"
+            f"a worker process of operator {self._label!r} died (exit code {code}); see the worker's stderr for the cause"
         )
 
     def _dispatch(self) -> None:

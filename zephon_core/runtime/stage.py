@@ -119,8 +119,14 @@ class Stage:
             self.ctx.fail(exc)
 
     def _error(self, what: str, lane: int, lineage: list[Lineage], exc: BaseException) -> OperatorError:
-        cause = str(exc) if isinstance(exc, ZephonError) else f"{type(exc).__name__}: {exc}"
-        err = OperatorError(
+        index = getattr(exc, "index", None)
+        if index is not None and 0 <= index < len(lineage):
+            lineage = [lineage[index]]  # the worker said which item failed
+            cause = str(exc)
+        else:
+            cause = str(exc) if isinstance(exc, ZephonError) else f"{type(exc).__name__}: {exc}"
+        cls = type(exc) if isinstance(exc, OperatorError) else OperatorError
+        err = cls(
             f"operator {self.op.name!r} ({what}) failed on lane {lane}, "
             f"samples {self.describe_samples(lineage)}: {cause}"
         )
@@ -202,16 +208,17 @@ class Stage:
             got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
             raise self._error("worker", lane, work.lineage, TypeError(f"worker returned {got} outputs for {n} inputs"))
         if self.op.traits.fanout == "one":
-            if None not in result:
-                return Records(list(result), work.keys, work.lineage, work.dropped)
-            out = Records([], [], [], list(work.dropped))
-            for r, k, lin in zip(result, work.keys, work.lineage):
-                if r is None:
-                    out.dropped.append(lin)
-                else:
-                    out.payloads.append(r)
-                    out.keys.append(k)
-                    out.lineage.append(lin)
+            if None not in result:  # fast path: nothing dropped
+                out = Records(list(result), work.keys, work.lineage, work.dropped)
+            else:
+                out = Records([], [], [], list(work.dropped))
+                for r, k, lin in zip(result, work.keys, work.lineage):
+                    if r is None:
+                        out.dropped.append(lin)
+                    else:
+                        out.payloads.append(r)
+                        out.keys.append(k)
+                        out.lineage.append(lin)
         else:
             out = Records([], [], [], list(work.dropped))
             for rs, k, lin in zip(result, work.keys, work.lineage):
@@ -234,4 +241,5 @@ class Stage:
 
     def join(self, timeout: float) -> None:
         for t in self.threads:
-            t.join(timeout)
+            if t.ident is not None:
+                t.join(timeout)

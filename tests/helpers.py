@@ -1,0 +1,29 @@
+"""Module-level functions for tests (the processes runner pickles functions by reference)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+
+def fail_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
+    if payload["i"] == 7:
+        raise ValueError("seven is not allowed")
+    return payload
+
+
+def die_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
+    if payload["i"] == 7:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return payload
+
+
+def slow_identity(payload: dict[str, Any]) -> dict[str, Any]:
+    time.sleep(0.001)
+    return payload
+
+
+def returns_list(payload: dict[str, Any]) -> Any:
+    return [payload]
