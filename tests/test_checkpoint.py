@@ -33,7 +33,7 @@ def test_merge_checkpoints_rejects_conflicts_and_foreign_states():
     ds = Dataset.from_records("n", [{"i": i} for i in range(100)], shard_size=10)
     mk = lambda seed, rank: (
         Pipeline(StaticMixtureWorkSource([ds], seed=seed)).batch(2).options(lanes=2, dp_world_size=2, dp_rank=rank)
-    )  # noqa: E731
+    )
     s0, s1 = mk(0, 0).state_dict(), mk(0, 1).state_dict()
     merged = merge_checkpoints([s0, s1])
     assert sorted(merged["lanes"]) == ["0", "1"]

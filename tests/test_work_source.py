@@ -85,7 +85,7 @@ def test_repeat_starts_fresh_shuffled_passes():
 
 
 def test_chunks_are_pure_functions_of_their_number():
-    mk = lambda: StaticMixtureWorkSource([_ds("a", 900), _ds("b", 400)], chunk_size=64, seed=9)  # noqa: E731
+    mk = lambda: StaticMixtureWorkSource([_ds("a", 900), _ds("b", 400)], chunk_size=64, seed=9)
     w1, w2 = mk(), mk()
     for g in (7, 3, 0, 12):  # any order, fresh instances
         c1, c2 = w1.chunk(g), w2.chunk(g)
