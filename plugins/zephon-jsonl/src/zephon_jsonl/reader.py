@@ -1,0 +1,318 @@
+"""``JsonlReader``: JSON Lines shards (one file each) read by byte offset, one ``pread`` per sample.
+
+Each file gets a :mod:`~zephon_jsonl.index` built once and kept beside the data (``<file>.zidx``)
+when that folder is writable, else in ``<cache_dir>/index/``. For remote data an index uploaded
+beside the objects (``zephon index s3://…``) is downloaded instead of rebuilt. Compressed files
+(``.gz``, ``.zst``) are decompressed once per node into the shard cache and indexed by their
+uncompressed offsets, because compressed streams cannot be read at random offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
+from zephon_core.storage import FileInfo, LocalFile, Storage, cache_key, call_with_retry, split_storage_options
+from zephon_jsonl import index as zidx
+from zephon_jsonl.compression import decompress
+from zephon_jsonl.detect import compression_of, is_data_file
+
+
+class JsonlReader(Reader):
+    """Reads a folder (or one file) of JSON Lines files; each line is one sample (a JSON object).
+
+    Args:
+        path: local path or fsspec URL of a folder or a single file.
+        fields: keep only these keys of each record; a record without one of them is an error.
+        verify: check each record's CRC32 against the index (catches corrupt bytes and an index
+            that disagrees with the data; costs about a microsecond per kilobyte).
+        rebuild_stale: rebuild an index whose data file changed instead of raising an error.
+        index_dir: keep indexes here instead of beside the data / in the cache directory.
+        prefetch: after reading shard ``s``, warm the cache with the next ``prefetch`` shards.
+        open_files: most data files kept open at once per reader.
+        **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
+            ``cache_bytes``, ``retries``, …).
+    """
+
+    format = "jsonl"
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        fields: Sequence[str] | None = None,
+        verify: bool = True,
+        rebuild_stale: bool = False,
+        index_dir: str | None = None,
+        prefetch: int = 0,
+        open_files: int = 64,
+        **storage: Any,
+    ) -> None:
+        storage_kw, unknown = split_storage_options(storage)
+        if unknown:
+            raise TypeError(f"unknown option(s) {sorted(unknown)}")
+        if fields is not None and (isinstance(fields, str) or not all(isinstance(f, str) for f in fields)):
+            raise ConfigError(f"jsonl: fields must be a list of names, got {fields!r}")
+        self.path = path
+        self.fields = tuple(fields) if fields is not None else None
+        self.verify = bool(verify)
+        self.rebuild_stale = bool(rebuild_stale)
+        self.index_dir = index_dir
+        self.prefetch_ahead = int(prefetch)
+        self.open_files = max(1, int(open_files))
+        self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
+        self._files: list[FileInfo] | None = None
+        self._remote_indexes: set[str] = set()
+        self.built_indexes = 0
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._indexes: dict[int, zidx.LineIndex] = {}
+        self._open: OrderedDict[int, tuple[int, LocalFile]] = OrderedDict()
+        self._lock = threading.RLock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for k in ("_indexes", "_open", "_lock"):
+            state.pop(k)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    # -- listing ------------------------------------------------------------------------------------
+    def files(self) -> list[FileInfo]:
+        """The data files, sorted by relative path (listed once, then fixed for this reader)."""
+        if self._files is None:
+            listed = self.storage.list_files(lambda rel: is_data_file(rel) or rel.endswith(zidx.SUFFIX))
+            names = {f.rel for f in listed}
+            self._files = [f for f in listed if is_data_file(f.rel)]
+            self._remote_indexes = {n for n in names if n.endswith(zidx.SUFFIX)}
+            if not self._files:
+                raise ReaderError(f"{self.path}: no JSON Lines files (.jsonl, .ndjson, optionally .gz/.zst) found")
+        return self._files
+
+    def shards(self) -> list[ShardInfo]:
+        """One shard per file, with the record count from its index (built here if missing)."""
+        return [ShardInfo(f.rel, len(self._index(i))) for i, f in enumerate(self.files())]
+
+    def describe(self) -> dict[str, Any]:
+        return {"format": self.format, "fields": list(self.fields) if self.fields else None}
+
+    # -- indexes ------------------------------------------------------------------------------------
+    def _name(self, i: int) -> str:
+        return self.storage.url_of(self.files()[i].rel)
+
+    def _index_paths(self, info: FileInfo) -> list[str]:
+        key = cache_key(self.storage.url_of(info.rel), name=info.rel) + zidx.SUFFIX
+        if self.index_dir:
+            return [os.path.join(self.index_dir, key)]
+        cached = os.path.join(self.storage.cache_dir, "index", key)
+        if self.storage.is_local:
+            return [self.storage.full_path(info.rel) + zidx.SUFFIX, cached]
+        return [cached]
+
+    def _fresh(self, built: zidx.Identity, info: FileInfo) -> bool:
+        now = zidx.Identity(info.size, info.version)
+        if built.matches(now):
+            return True
+        if built.size == info.size and self.storage.is_local and built.head_crc is not None:
+            return built.matches(zidx.local_identity(self.storage.full_path(info.rel)))
+        return False
+
+    def _index(self, i: int) -> zidx.LineIndex:
+        idx = self._indexes.get(i)
+        if idx is not None:
+            return idx
+        with self._lock:
+            idx = self._indexes.get(i)
+            if idx is None:
+                idx = self._indexes[i] = self._load_or_build(i)
+        return idx
+
+    def _load_or_build(self, i: int) -> zidx.LineIndex:
+        info, name = self.files()[i], self._name(i)
+        paths = self._index_paths(info)
+        if not self.storage.is_local and not os.path.exists(paths[0]):
+            self._download_index(info, paths[0])
+        stale = None
+        for p in paths:
+            if os.path.exists(p):
+                idx = zidx.read(p, name)
+                if self._fresh(idx.source, info):
+                    return idx
+                stale = (p, idx.source)
+        if stale is not None and not self.rebuild_stale:
+            p, src = stale
+            raise ReaderError(
+                f"{name}: index {p} is stale (built for a file of {src.size} bytes, version {src.version}; "
+                f"the file now has {info.size} bytes, version {info.version}). Rebuild it with "
+                f"`zephon index {self.path}`, delete it, or pass rebuild_stale=True"
+            )
+        return self._build(i, paths)
+
+    def _download_index(self, info: FileInfo, dest: str) -> None:
+        remote = info.rel + zidx.SUFFIX
+        if remote not in self._remote_indexes:
+            return
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        tmp = f"{dest}.part-{os.getpid()}-{threading.get_ident()}"
+        call_with_retry(
+            lambda: self.storage.fs.get_file(self.storage.full_path(remote), tmp),
+            what=self.storage.url_of(remote),
+            attempts=self.storage.retries,
+            base_delay=self.storage.backoff,
+        )
+        os.replace(tmp, dest)
+
+    def _build(self, i: int, paths: list[str]) -> zidx.LineIndex:
+        info, name = self.files()[i], self._name(i)
+        comp = compression_of(info.rel) or "none"
+        data = self._data_file(i, None, comp)
+        try:
+            starts, lengths, crcs, size = zidx.scan(data.path, name)
+        except OSError as exc:
+            raise ReaderError(f"{name}: cannot scan: {exc}") from None
+        finally:
+            data.release()
+        ident = zidx.Identity(info.size, info.version)
+        if self.storage.is_local:
+            full = zidx.local_identity(self.storage.full_path(info.rel))
+            if full.size != info.size:
+                raise ReaderError(f"{name}: the file changed while it was being indexed")
+            ident = zidx.Identity(info.size, info.version, full.head_crc, full.tail_crc)
+        idx = zidx.LineIndex(starts, lengths, crcs, ident, comp, size)
+        for p in paths:
+            folder = os.path.dirname(os.path.abspath(p))
+            try:
+                zidx.write(p, idx)
+            except OSError:
+                if not os.access(folder, os.W_OK):
+                    continue  # read-only data folder: fall back to the cache directory
+                raise
+            self.built_indexes += 1
+            return zidx.read(p, name)
+        raise ReaderError(f"{name}: no writable place for its index (tried {paths}); pass index_dir=")
+
+    # -- data files ---------------------------------------------------------------------------------
+    def _data_file(self, i: int, idx: zidx.LineIndex | None, comp: str) -> LocalFile:
+        info = self.files()[i]
+        if comp == "none":
+            return self.storage.open_local(info.rel, info)
+        name = self._name(i)
+
+        def produce(tmp: str) -> None:
+            def once() -> None:
+                src = open(self.storage.full_path(info.rel), "rb") if self.storage.is_local else None
+                src = src or self.storage.fs.open(self.storage.full_path(info.rel), "rb")
+                with src, open(tmp, "wb") as dst:
+                    decompress(comp, src, dst, name)
+
+            call_with_retry(once, what=name, attempts=self.storage.retries, base_delay=self.storage.backoff)
+
+        key = self.storage.key_of(info, "decompressed")
+        entry = self.storage.materialize(
+            key, produce, what=name, expected_size=idx.data_size if idx is not None else None
+        )
+        return LocalFile(entry.path, info, entry)
+
+    def _fd(self, i: int, idx: zidx.LineIndex) -> int:
+        hit = self._open.get(i)
+        if hit is not None:
+            self._open.move_to_end(i)
+            return hit[0]
+        data = self._data_file(i, idx, idx.compression)
+        try:
+            fd = os.open(data.path, os.O_RDONLY)
+        except OSError as exc:
+            data.release()
+            raise ReaderError(f"{self._name(i)}: cannot open: {exc}") from None
+        size = os.fstat(fd).st_size
+        if size != idx.data_size:
+            os.close(fd)
+            data.release()
+            raise ReaderError(
+                f"{self._name(i)}: has {size} bytes but its index was built for {idx.data_size}: "
+                "the file changed or was truncated after indexing"
+            )
+        self._open[i] = (fd, data)
+        while len(self._open) > self.open_files:
+            _, (old_fd, old) = self._open.popitem(last=False)
+            os.close(old_fd)
+            old.release()
+        if self.prefetch_ahead > 0 and not self.storage.is_local:
+            files = self.files()
+            ahead = [files[(i + k) % len(files)].rel for k in range(1, self.prefetch_ahead + 1)]
+            self.storage.prefetch(r for r in ahead if compression_of(r) == "none")
+        return fd
+
+    # -- reading ------------------------------------------------------------------------------------
+    def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
+        """Records ``indices`` of file ``shard``: one ``pread``, checksum and ``json.loads`` each."""
+        files = self.files()
+        if not 0 <= shard < len(files):
+            raise ReaderError(f"{self.path}: shard {shard} does not exist ({len(files)} files)")
+        idx = self._index(shard)
+        indices = np.asarray(indices, dtype=np.int64)
+        if len(indices) == 0:
+            return []
+        if indices.min() < 0 or indices.max() >= len(idx):
+            raise ReaderError(f"{self._name(shard)}: index {int(indices.max())} out of range ({len(idx)} records)")
+        uniq, inv = np.unique(indices, return_inverse=True)
+        starts, lengths, crcs = idx.starts[uniq].tolist(), idx.lengths[uniq].tolist(), idx.crcs[uniq].tolist()
+        records: list[dict[str, Any]] = []
+        with self._lock:
+            fd = self._fd(shard, idx)
+            raw = [os.pread(fd, n, s) for s, n in zip(starts, lengths)]
+        for k, b in enumerate(raw):
+            records.append(self._decode(shard, int(uniq[k]), starts[k], b, lengths[k], crcs[k]))
+        if len(uniq) == len(indices):
+            return [records[j] for j in inv.tolist()]
+        return [dict(records[j]) for j in inv.tolist()]
+
+    def _decode(self, shard: int, rec: int, start: int, b: bytes, length: int, crc: int) -> dict[str, Any]:
+        where = f"{self._name(shard)}: record {rec} (byte {start})"
+        if len(b) != length:
+            raise ReaderError(f"{where}: file ends early ({len(b)} of {length} bytes): truncated")
+        if self.verify and zlib.crc32(b) != crc:
+            raise ReaderError(f"{where}: bytes do not match the index checksum: the file is corrupt or changed")
+        try:
+            obj = json.loads(b)
+        except ValueError as exc:
+            raise ReaderError(f"{where}: invalid JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise ReaderError(f"{where}: is a JSON {type(obj).__name__}, not an object")
+        if self.fields is not None:
+            try:
+                obj = {f: obj[f] for f in self.fields}
+            except KeyError as exc:
+                raise ReaderError(f"{where}: has no field {exc.args[0]!r} (fields: {sorted(obj)})") from None
+        return obj
+
+    def prefetch(self, shards: Sequence[int]) -> None:
+        """Warm the node cache with these shards' files (remote, uncompressed data) in the background."""
+        files = self.files()
+        self.storage.prefetch(files[s].rel for s in shards if compression_of(files[s].rel) == "none")
+
+    def close(self) -> None:
+        with self._lock:
+            for fd, data in self._open.values():
+                os.close(fd)
+                data.release()
+            self._open.clear()
+        self.storage.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
