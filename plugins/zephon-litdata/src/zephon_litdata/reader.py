@@ -1,0 +1,272 @@
+"""``LitDataReader``: a LitData dataset (``litdata.optimize`` output) read natively, without torch.
+
+One shard is one chunk file. :meth:`LitDataReader.read` opens (maps) a chunk once per call and
+slices every requested item out of it; parsed headers, Arrow tables and inflated zstd frames stay in
+small per-process LRUs, so a shuffled fetch that keeps returning to the same chunks pays for each
+once. The reader pickles to its configuration and the parsed ``index.json`` only.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
+from zephon_core.storage import Storage, call_with_retry, split_storage_options
+from zephon_litdata import chunks as ck
+from zephon_litdata.codecs import zstd_decompress
+from zephon_litdata.files import MappedFiles
+from zephon_litdata.layout import INDEX_FILE, Layout, parse_layout
+from zephon_litdata.leaves import Decoder, UnsupportedFormat, decoder_for, flat_dtype
+from zephon_litdata.lru import ByteLRU
+from zephon_litdata.treespec import Unflatten, UnsupportedSpec, compile_spec
+
+
+class LitDataReader(Reader):
+    """Reads a LitData dataset folder (``index.json`` + ``chunk-*.bin``), local or remote.
+
+    Args:
+        path: the dataset folder (or its ``index.json``): local path or fsspec URL.
+        item_key: key under which a sample that is not a dict is returned (``{"item": value}``).
+        block_size: tokens per sample for ``TokensLoader`` datasets (required for them).
+        cache_bytes_decoded: budget of decoded state kept per process (inflated zstd frames,
+            decompressed Arrow tables).
+        max_open_chunks: chunk files kept mapped per process.
+        **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
+            ``cache_bytes``, ``retries``, ...).
+    """
+
+    format = "litdata"
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        item_key: str = "item",
+        block_size: int | None = None,
+        cache_bytes_decoded: int = 256 << 20,
+        max_open_chunks: int = 64,
+        **storage: Any,
+    ) -> None:
+        storage_kw, unknown = split_storage_options(storage)
+        if unknown:
+            raise ConfigError(f"litdata reader: unknown option(s) {sorted(unknown)}")
+        if not isinstance(item_key, str) or not item_key:
+            raise ConfigError(f"litdata reader: item_key must be a non-empty string, got {item_key!r}")
+        self.path = path
+        self.item_key = item_key
+        self.block_size = block_size
+        self.cache_bytes_decoded = int(cache_bytes_decoded)
+        self.max_open_chunks = int(max_open_chunks)
+        self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
+        self.layout = self._load_layout()
+        self._check_supported()
+        self._init_runtime()
+
+    # -- construction -------------------------------------------------------------------------------
+    def _load_layout(self) -> Layout:
+        st = self.storage
+        where = st.url_of(INDEX_FILE)
+
+        def fetch() -> bytes:
+            with st.fs.open(st.full_path(INDEX_FILE), "rb") as f:
+                return f.read()
+
+        try:
+            raw = call_with_retry(fetch, what=where, attempts=st.retries, base_delay=st.backoff)
+        except ReaderError as exc:
+            raise ReaderError(f"litdata dataset {self.path!r}: cannot read index.json ({exc})") from None
+        return parse_layout(raw, where)
+
+    def _check_supported(self) -> None:
+        lay = self.layout
+        where = f"litdata dataset {self.path!r}"
+        if lay.loader == "TokensLoader":
+            if not isinstance(self.block_size, int) or isinstance(self.block_size, bool) or self.block_size < 1:
+                raise ConfigError(
+                    f"{where} uses TokensLoader: pass block_size=<tokens per sample> (got {self.block_size!r})"
+                )
+            if len(lay.data_format) != 1:
+                raise ReaderError(f"{where}: a TokensLoader dataset must have one leaf, has {list(lay.data_format)}")
+            if lay.level in ("batch", "sample"):
+                raise ReaderError(
+                    f"{where}: TokensLoader chunks with compression_level={lay.level!r} are not supported"
+                )
+        elif self.block_size is not None:
+            raise ConfigError(f"{where}: block_size applies only to TokensLoader datasets")
+        try:
+            if lay.loader == "TokensLoader":
+                self._dtype = flat_dtype(lay.data_format[0])
+            self._decoders: list[Decoder] = [decoder_for(f) for f in lay.data_format]
+            self._unflatten: Unflatten = compile_spec(lay.data_spec, len(lay.data_format))
+        except (UnsupportedFormat, UnsupportedSpec) as exc:
+            raise ReaderError(f"{where}: {exc}") from None
+        self._leaf_sizes = f"<{len(lay.data_format)}I"
+        self._leaf_header = 4 * len(lay.data_format)
+
+    def _init_runtime(self) -> None:
+        self._files = MappedFiles(self.storage, self.max_open_chunks)
+        self._chunks = ByteLRU(self.cache_bytes_decoded, self.max_open_chunks)
+        self._frames = ByteLRU(self.cache_bytes_decoded // 4 or 1)
+
+    def __getstate__(self) -> dict[str, Any]:
+        keep = ("path", "item_key", "block_size", "cache_bytes_decoded", "max_open_chunks", "storage", "layout")
+        return {k: self.__dict__[k] for k in keep}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._check_supported()
+        self._init_runtime()
+
+    # -- the Reader contract ------------------------------------------------------------------------
+    def shards(self) -> list[ShardInfo]:
+        if self.layout.loader == "TokensLoader":
+            bs = int(self.block_size or 1)
+            return [ShardInfo(c.filename, int(c.dim or 0) // bs) for c in self.layout.chunks]
+        return [ShardInfo(c.filename, c.items) for c in self.layout.chunks]
+
+    def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
+        entry = self._entry(shard)
+        what = f"litdata chunk {entry.filename!r} (shard {shard})"
+        idx = np.asarray(indices, dtype=np.int64)
+        limit = (
+            entry.items if self.layout.loader != "TokensLoader" else int(entry.dim or 0) // int(self.block_size or 1)
+        )
+        if idx.size and (idx.min() < 0 or idx.max() >= limit):
+            bad = int(idx[(idx < 0) | (idx >= limit)][0])
+            raise ReaderError(f"{what}: sample index {bad} out of range (chunk has {limit})")
+        state = self._open(shard)
+        if isinstance(state, ck.ArrowRows):
+            return self._arrow_rows(state, idx)
+        if isinstance(state, np.ndarray):
+            return self._token_blocks(state, idx)
+        try:
+            if isinstance(state, ck.Framed):
+                return self._framed_items(shard, state, idx, what)
+            return self._classic_items(state, idx, what)
+        except ReaderError:
+            raise
+        except Exception as exc:  # a leaf that does not decode: corrupt bytes
+            raise ReaderError(f"{what}: corrupt item ({type(exc).__name__}: {exc})") from exc
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "index_sha256": self.layout.digest[:16],
+            "chunks": len(self.layout.chunks),
+            "item_key": self.item_key,
+            "block_size": self.block_size,
+        }
+
+    def check(self) -> dict[str, int]:
+        """Open every chunk (headers, counts, decompression checked); how many of each layout there are.
+
+        Raises:
+            ReaderError: naming the first chunk that is missing, truncated, corrupt or disagrees
+                with ``index.json``.
+        """
+        kinds: dict[str, int] = {}
+        for shard in range(len(self.layout.chunks)):
+            state = self._open(shard)
+            name = {ck.ArrowRows: "arrow", ck.Framed: "framed-zstd", ck.Classic: "pytree"}.get(type(state), "tokens")
+            kinds[name] = kinds.get(name, 0) + 1
+        return kinds
+
+    def close(self) -> None:
+        self._files.clear()
+        self._chunks.clear()
+        self._frames.clear()
+
+    # -- chunks -------------------------------------------------------------------------------------
+    def _entry(self, shard: int) -> Any:
+        if not 0 <= shard < len(self.layout.chunks):
+            raise ReaderError(
+                f"litdata dataset {self.path!r}: shard {shard} out of range ({len(self.layout.chunks)} chunks)"
+            )
+        return self.layout.chunks[shard]
+
+    def _open(self, shard: int) -> Any:
+        state = self._chunks.get(shard)
+        if state is not None:
+            return state
+        entry = self.layout.chunks[shard]
+        what = f"litdata chunk {self.storage.url_of(entry.filename)} (shard {shard})"
+        lay = self.layout
+        try:
+            buf = self._files.view(entry.filename, lay.compression if lay.level == "chunk" else None)
+        except ReaderError as exc:
+            raise ReaderError(f"{what}: {exc}") from None
+        if lay.loader == "TokensLoader":
+            state = ck.tokens_view(buf, entry.items, int(entry.dim or 0), self._dtype, what)
+            self._chunks.put(shard, state, 0)
+            return state
+        if lay.level == "batch":
+            state = ck.parse_framed(buf, entry.items, what)
+        elif ck.arrow_span(buf) is not None:
+            state = ck.open_arrow(buf, entry.items, what)
+        else:
+            state = ck.parse_classic(buf, entry.items, what)
+        self._chunks.put(shard, state, state.nbytes())
+        return state
+
+    # -- decoding -----------------------------------------------------------------------------------
+    def _sample(self, raw: memoryview) -> dict[str, Any]:
+        sizes = struct.unpack_from(self._leaf_sizes, raw, 0)
+        pos = self._leaf_header
+        leaves = []
+        for size, dec in zip(sizes, self._decoders):
+            end = pos + size
+            if end > len(raw):
+                raise ValueError(f"leaf of {size} bytes runs past the item's {len(raw)} bytes")
+            leaves.append(dec(raw[pos:end]))
+            pos = end
+        if pos != len(raw):
+            raise ValueError(f"{len(raw) - pos} stray bytes after the item's leaves")
+        value = self._unflatten(leaves)
+        return value if isinstance(value, dict) else {self.item_key: value}
+
+    def _classic_items(self, state: ck.Classic, idx: np.ndarray, what: str) -> list[dict[str, Any]]:
+        buf, offsets = state.buf, state.offsets
+        per_sample = self.layout.level == "sample"
+        out = []
+        for i in idx.tolist():
+            raw = buf[offsets[i] : offsets[i + 1]]
+            if per_sample:
+                raw = memoryview(zstd_decompress(raw, None, what=f"{what}, item {i}"))
+            out.append(self._sample(raw))
+        return out
+
+    def _framed_items(self, shard: int, state: ck.Framed, idx: np.ndarray, what: str) -> list[dict[str, Any]]:
+        offsets, frames, rows = state.offsets, state.frames, state.frame_rows
+        out = []
+        for i in idx.tolist():
+            f = i // rows
+            data = self._frame(shard, state, f, what)
+            base = offsets[frames[f]["first"]]
+            out.append(self._sample(data[offsets[i] - base : offsets[i + 1] - base]))
+        return out
+
+    def _frame(self, shard: int, state: ck.Framed, f: int, what: str) -> memoryview:
+        key = (shard, f)
+        data = self._frames.get(key)
+        if data is None:
+            fr = state.frames[f]
+            start, zlen, size = int(fr["offset"]), int(fr["zlen"]), int(fr["len"])
+            expect = int(state.offsets[fr["first"] + fr["count"]] - state.offsets[fr["first"]])
+            if size != expect:
+                raise ReaderError(f"{what}: frame {f} inflates to {size} bytes but its items span {expect}")
+            data = memoryview(zstd_decompress(state.buf[start : start + zlen], size, what=f"{what}, frame {f}"))
+            self._frames.put(key, data, size)
+        return data
+
+    def _arrow_rows(self, state: ck.ArrowRows, idx: np.ndarray) -> list[dict[str, Any]]:
+        import pyarrow as pa
+
+        rows = state.table.take(pa.array(idx, type=pa.int64())).to_pylist()
+        return [r if isinstance(r, dict) else {self.item_key: r} for r in rows]
+
+    def _token_blocks(self, tokens: np.ndarray, idx: np.ndarray) -> list[dict[str, Any]]:
+        bs = int(self.block_size or 1)
+        return [{self.item_key: tokens[i * bs : (i + 1) * bs].copy()} for i in idx.tolist()]
