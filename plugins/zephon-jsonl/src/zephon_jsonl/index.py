@@ -125,8 +125,7 @@ def scan(path: str, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]
             json.loads(last)
         except ValueError:
             raise ReaderError(
-                f"{name}: the last record (line at byte {starts[-1]}) is not valid JSON; "
-                "the file looks truncated"
+                f"{name}: the last record (line at byte {starts[-1]}) is not valid JSON; the file looks truncated"
             ) from None
     return (
         np.asarray(starts, dtype=np.int64),
