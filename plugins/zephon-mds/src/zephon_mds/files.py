@@ -1,0 +1,96 @@
+"""Memory-mapped shard files, local or cached, kept open in a small per-process LRU.
+
+A shuffled fetch touches many shards, each a few times, so opening a shard once and slicing it
+many times is what makes random reads cheap. Files come through :class:`zephon_core.storage.Storage`:
+local data is mapped in place, remote data from the node-local shard cache (downloaded once per
+node), and compressed shards (``.mds.zstd``, ``.mds.gz``, ...) from a decompressed copy that the
+same cache shares between processes. Mappings are dropped, never closed, on eviction: another thread may still
+be slicing one, and the mapping closes itself when the last view goes away.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from zephon_core import ReaderError
+from zephon_core.storage import Storage
+from zephon_mds.codecs import decompress_file
+
+
+class MappedFiles:
+    """Read-only views of a dataset's files, opened lazily and shared by the threads of one process.
+
+    Args:
+        storage: the dataset root.
+        max_open: mappings kept open at once (least recently used ones are dropped).
+    """
+
+    def __init__(self, storage: Storage, max_open: int = 64) -> None:
+        self.storage = storage
+        self.max_open = max(1, int(max_open))
+        self._open: OrderedDict[tuple[str, str | None], tuple[memoryview, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def view(self, rel: str, codec: str | None = None) -> memoryview:
+        """The bytes of ``rel`` (decompressed with ``codec`` first, if given) as a read-only view."""
+        key = (rel, codec)
+        with self._lock:
+            hit = self._open.get(key)
+            if hit is not None:
+                self._open.move_to_end(key)
+                return hit[0]
+        view, pin = self._map(rel, codec)
+        with self._lock:
+            self._open[key] = (view, pin)
+            self._open.move_to_end(key)
+            while len(self._open) > self.max_open:
+                _, (_, old_pin) = self._open.popitem(last=False)
+                _release(old_pin)
+        return view
+
+    def _map(self, rel: str, codec: str | None) -> tuple[memoryview, Any]:
+        st = self.storage
+        if codec is None:
+            local = st.open_local(rel)
+            return _mmap_path(local.path, st.url_of(rel)), local
+        info = st.info(rel)
+
+        def produce(tmp: str) -> None:
+            src = st.open_local(rel, info)
+            try:
+                decompress_file(codec, src.path, tmp, what=st.url_of(rel))
+            finally:
+                src.release()
+
+        entry = st.materialize(st.key_of(info, "decompressed", codec), produce, what=st.url_of(rel))
+        return _mmap_path(entry.path, st.url_of(rel)), entry
+
+    def clear(self) -> None:
+        """Drop every mapping (they close once no view of them is left)."""
+        with self._lock:
+            pins = [pin for _, pin in self._open.values()]
+            self._open.clear()
+        for pin in pins:
+            _release(pin)
+
+
+def _release(pin: Any) -> None:
+    release = getattr(pin, "release", None)
+    if release is not None:
+        release()
+
+
+def _mmap_path(path: str, what: str) -> memoryview:
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return memoryview(b"")
+            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    except FileNotFoundError:
+        raise ReaderError(f"{what}: file is missing") from None
+    except OSError as exc:
+        raise ReaderError(f"{what}: cannot open: {exc}") from exc

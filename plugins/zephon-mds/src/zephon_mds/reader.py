@@ -1,0 +1,217 @@
+"""``MDSReader``: a Mosaic Streaming MDS dataset read natively, without torch or ``streaming``.
+
+One Zephon shard is one MDS shard. A shard file is::
+
+    uint32 n | uint32 offsets[n+1] (absolute) | writer config JSON | samples
+
+and a sample is ``uint32 size`` for each variable-size column, then every column's bytes, columns in
+index order. :meth:`MDSReader.read` maps a shard once per call (compressed shards are decompressed
+once per node into the shared cache) and slices every requested sample out of it; parsed shard
+headers stay in a small per-process LRU. The reader pickles to its configuration only.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
+from zephon_core.storage import Storage, call_with_retry, split_storage_options
+from zephon_mds.encodings import Decoder, UnsupportedEncoding, decoder_for, fixed_size
+from zephon_mds.files import MappedFiles
+from zephon_mds.layout import INDEX_FILE, Layout, ShardEntry, parse_layout
+from zephon_mds.lru import ByteLRU
+
+
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """How to cut a sample into columns: names, decoders, and which sizes are stored per sample."""
+
+    names: tuple[str, ...]
+    decoders: tuple[Decoder, ...]
+    fixed: tuple[int | None, ...]
+    sizes_fmt: str
+    n_var: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Open:
+    buf: memoryview
+    offsets: np.ndarray
+
+
+class MDSReader(Reader):
+    """Reads an MDS dataset folder (``index.json`` + ``shard.NNNNN.mds[.zstd]``), local or remote.
+
+    Args:
+        path: the dataset folder (or its ``index.json``): local path or fsspec URL.
+        max_open_shards: shard files kept mapped per process.
+        **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
+            ``cache_bytes``, ``retries``, ...). Compressed shards are decompressed into that cache.
+    """
+
+    format = "mds"
+
+    def __init__(self, path: str, *, max_open_shards: int = 64, **storage: Any) -> None:
+        storage_kw, unknown = split_storage_options(storage)
+        if unknown:
+            raise ConfigError(f"mds reader: unknown option(s) {sorted(unknown)}")
+        self.path = path
+        self.max_open_shards = int(max_open_shards)
+        self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
+        self.layout = self._load_layout()
+        self._compile()
+        self._init_runtime()
+
+    # -- construction -------------------------------------------------------------------------------
+    def _load_layout(self) -> Layout:
+        st = self.storage
+        where = st.url_of(INDEX_FILE)
+
+        def fetch() -> bytes:
+            with st.fs.open(st.full_path(INDEX_FILE), "rb") as f:
+                return f.read()
+
+        try:
+            raw = call_with_retry(fetch, what=where, attempts=st.retries, base_delay=st.backoff)
+        except ReaderError as exc:
+            raise ReaderError(f"mds dataset {self.path!r}: cannot read index.json ({exc})") from None
+        return parse_layout(raw, where)
+
+    def _compile(self) -> None:
+        plans: dict[tuple[tuple[str, ...], tuple[str, ...], tuple[int | None, ...]], _Columns] = {}
+        self._plans: list[_Columns] = []
+        for s in self.layout.shards:
+            key = (s.columns, s.encodings, s.sizes)
+            if key not in plans:
+                plans[key] = self._columns(s)
+            self._plans.append(plans[key])
+
+    def _columns(self, s: ShardEntry) -> _Columns:
+        where = f"mds dataset {self.path!r}, shard {s.filename!r}"
+        decoders = []
+        for name, enc, size in zip(s.columns, s.encodings, s.sizes):
+            try:
+                decoders.append(decoder_for(enc))
+            except UnsupportedEncoding as exc:
+                raise ReaderError(f"{where}, column {name!r}: {exc}") from None
+            want = fixed_size(enc)
+            if want is not None and size != want:
+                raise ReaderError(f"{where}, column {name!r}: encoding {enc!r} has {want} bytes, index says {size}")
+        n_var = sum(1 for z in s.sizes if z is None)
+        return _Columns(s.columns, tuple(decoders), s.sizes, f"<{n_var}I", n_var)
+
+    def _init_runtime(self) -> None:
+        self._files = MappedFiles(self.storage, self.max_open_shards)
+        self._open_shards = ByteLRU(1 << 30, self.max_open_shards)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: self.__dict__[k] for k in ("path", "max_open_shards", "storage", "layout")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._compile()
+        self._init_runtime()
+
+    # -- the Reader contract ------------------------------------------------------------------------
+    def shards(self) -> list[ShardInfo]:
+        return [ShardInfo(s.filename, s.samples) for s in self.layout.shards]
+
+    def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
+        if not 0 <= shard < len(self.layout.shards):
+            raise ReaderError(f"mds dataset {self.path!r}: shard {shard} out of range ({len(self.layout.shards)})")
+        entry = self.layout.shards[shard]
+        what = f"mds shard {entry.filename!r} (shard {shard})"
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= entry.samples):
+            bad = int(idx[(idx < 0) | (idx >= entry.samples)][0])
+            raise ReaderError(f"{what}: sample index {bad} out of range (shard has {entry.samples})")
+        opened = self._open(shard)
+        cols = self._plans[shard]
+        buf, offsets = opened.buf, opened.offsets
+        out = []
+        try:
+            for i in idx.tolist():
+                out.append(_decode(buf[offsets[i] : offsets[i + 1]], cols))
+        except Exception as exc:  # a value that does not decode: corrupt bytes
+            raise ReaderError(f"{what}: corrupt sample ({type(exc).__name__}: {exc})") from exc
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"format": self.format, "index_sha256": self.layout.digest[:16], "shards": len(self.layout.shards)}
+
+    def check(self) -> int:
+        """Open every shard (sizes, headers, decompression checked); returns the number of shards.
+
+        Raises:
+            ReaderError: naming the first shard that is missing, truncated, corrupt or disagrees
+                with ``index.json``.
+        """
+        for shard in range(len(self.layout.shards)):
+            self._open(shard)
+        return len(self.layout.shards)
+
+    def close(self) -> None:
+        self._files.clear()
+        self._open_shards.clear()
+
+    # -- shards -------------------------------------------------------------------------------------
+    def _open(self, shard: int) -> _Open:
+        opened = self._open_shards.get(shard)
+        if opened is not None:
+            return opened
+        entry = self.layout.shards[shard]
+        what = f"mds shard {self.storage.url_of(entry.filename)} (shard {shard})"
+        try:
+            buf = self._files.view(entry.filename, entry.codec)
+        except ReaderError as exc:
+            if entry.zip is None:
+                raise ReaderError(f"{what}: {exc}") from None
+            # Streaming's own local cache keeps only the decompressed shard: accept that too.
+            try:
+                buf = self._files.view(entry.raw, None)
+            except ReaderError:
+                raise ReaderError(f"{what}: {exc}") from None
+        opened = _parse_shard(buf, entry, what)
+        self._open_shards.put(shard, opened, int(opened.offsets.nbytes))
+        return opened
+
+
+def _parse_shard(buf: memoryview, entry: ShardEntry, what: str) -> _Open:
+    n = entry.samples
+    if entry.raw_bytes is not None and len(buf) != entry.raw_bytes:
+        state = "truncated" if len(buf) < entry.raw_bytes else "longer than expected"
+        raise ReaderError(f"{what}: shard is {state} ({len(buf)} bytes, index.json says {entry.raw_bytes})")
+    if len(buf) < 4:
+        raise ReaderError(f"{what}: truncated shard ({len(buf)} bytes)")
+    (found,) = struct.unpack_from("<I", buf, 0)
+    if found != n:
+        raise ReaderError(f"{what}: shard header holds {found} samples but index.json says {n}")
+    header = 4 + 4 * (n + 1)
+    if len(buf) < header:
+        raise ReaderError(f"{what}: truncated shard ({len(buf)} bytes, header needs {header})")
+    offsets = np.frombuffer(buf, dtype="<u4", count=n + 1, offset=4).astype(np.int64)
+    if offsets[0] < header or (np.diff(offsets) < 0).any():
+        raise ReaderError(f"{what}: corrupt shard header (sample offsets are not increasing from {header})")
+    if offsets[-1] > len(buf):
+        raise ReaderError(f"{what}: truncated shard (samples end at byte {offsets[-1]}, file has {len(buf)})")
+    return _Open(buf, offsets)
+
+
+def _decode(raw: memoryview, cols: _Columns) -> dict[str, Any]:
+    pos = 4 * cols.n_var
+    var = iter(struct.unpack_from(cols.sizes_fmt, raw, 0)) if cols.n_var else iter(())
+    sample: dict[str, Any] = {}
+    for name, dec, size in zip(cols.names, cols.decoders, cols.fixed):
+        n = size if size is not None else next(var)
+        end = pos + n
+        if end > len(raw):
+            raise ValueError(f"column {name!r} ({n} bytes) runs past the sample's {len(raw)} bytes")
+        sample[name] = dec(raw[pos:end])
+        pos = end
+    if pos != len(raw):
+        raise ValueError(f"{len(raw) - pos} stray bytes after the sample's columns")
+    return sample
