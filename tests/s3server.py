@@ -67,13 +67,16 @@ def moto_s3(bucket: str = "zephon-test") -> Iterator[S3]:
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
 
-    saved = {k: os.environ.get(k) for k in FAKE_ENV}
+    saved = {k: os.environ.get(k) for k in (*FAKE_ENV, "AWS_ENDPOINT_URL")}
     os.environ.update(FAKE_ENV)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
+        # Safety net: any S3 client made without our storage options (for instance the kernel's
+        # format detection) still talks to this loopback server, never to a real endpoint.
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
         client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
         client.create_bucket(Bucket=bucket)
         yield S3(endpoint, bucket, client, server)

@@ -214,7 +214,7 @@ class Storage:
             return LocalFile(path, info)
         info = info or self.info(rel)
         entry = self.cache.acquire(
-            self.key_of(info), lambda tmp: self._download(rel, tmp), what=self.url_of(rel), expected_size=info.size
+            self.key_of(info), lambda tmp: self._download(info, tmp), what=self.url_of(rel), expected_size=info.size
         )
         return LocalFile(entry.path, info, entry)
 
@@ -228,14 +228,27 @@ class Storage:
         """A pinned cache entry made by ``produce(tmp_path)`` (e.g. a decompressed copy)."""
         return self.cache.acquire(key, produce, what=what, expected_size=expected_size)
 
-    def _download(self, rel: str, tmp: str) -> None:
-        src = self.full_path(rel)
+    def _download(self, info: FileInfo, tmp: str) -> None:
+        """Copy ``info.rel`` to ``tmp``; an object that changed since it was listed is an error.
+
+        Pointers were computed from the listed object, so silently reading a newer version of it
+        would hand out the wrong samples.
+        """
+        src, url = self.full_path(info.rel), self.url_of(info.rel)
 
         def once() -> None:
             with self.fs.open(src, "rb") as fin, open(tmp, "wb") as fout:
                 shutil.copyfileobj(fin, fout, _COPY_BLOCK)
 
-        self._retry(once, self.url_of(rel))
+        self._retry(once, url)
+        got = os.path.getsize(tmp)
+        if got != info.size:
+            now = self.info(info.rel)
+            if (now.size, now.version) != (info.size, info.version):
+                raise ReaderError(
+                    f"{url}: the object changed since the dataset was listed "
+                    f"(size {info.size} -> {now.size}, version {info.version} -> {now.version})"
+                )
 
     # -- prefetching ------------------------------------------------------------------------------
     def prefetch(self, rels: Iterable[str]) -> list[Future[Any]]:
@@ -267,7 +280,7 @@ class Storage:
             return False
         info = self.info(rel)
         return self.cache.warm(
-            self.key_of(info), lambda tmp: self._download(rel, tmp), what=self.url_of(rel), expected_size=info.size
+            self.key_of(info), lambda tmp: self._download(info, tmp), what=self.url_of(rel), expected_size=info.size
         )
 
     def wait_prefetch(self, timeout: float | None = None) -> None:

@@ -31,7 +31,7 @@ from zephon_core import ReaderError
 MAGIC = b"ZIDX"
 VERSION = 1
 SUFFIX = ".zidx"
-_PROBE = 64 * 1024
+PROBE = 64 * 1024
 _BLOCK = 16 * 1024 * 1024
 _WS = b" \t\r\n\f\v"
 
@@ -65,8 +65,8 @@ def local_identity(path: str, *, with_crc: bool = True) -> Identity:
         return Identity(st.st_size, str(st.st_mtime_ns))
     fd = os.open(path, os.O_RDONLY)
     try:
-        head = os.pread(fd, _PROBE, 0)
-        tail = os.pread(fd, _PROBE, max(0, st.st_size - _PROBE))
+        head = os.pread(fd, PROBE, 0)
+        tail = os.pread(fd, PROBE, max(0, st.st_size - PROBE))
     finally:
         os.close(fd)
     return Identity(st.st_size, str(st.st_mtime_ns), zlib.crc32(head), zlib.crc32(tail))

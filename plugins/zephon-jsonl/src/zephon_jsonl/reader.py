@@ -122,12 +122,29 @@ class JsonlReader(Reader):
         return [cached]
 
     def _fresh(self, built: zidx.Identity, info: FileInfo) -> bool:
-        now = zidx.Identity(info.size, info.version)
-        if built.matches(now):
+        """Whether an index built for ``built`` fits the file as listed now.
+
+        Same size and version is enough. Otherwise (a copy with a new mtime, an index built
+        locally and uploaded beside remote objects) the first and last 64 KiB must match.
+        """
+        if built.matches(zidx.Identity(info.size, info.version)):
             return True
-        if built.size == info.size and self.storage.is_local and built.head_crc is not None:
+        if built.size != info.size or built.head_crc is None:
+            return False
+        if self.storage.is_local:
             return built.matches(zidx.local_identity(self.storage.full_path(info.rel)))
-        return False
+        return built.matches(self._remote_identity(info))
+
+    def _remote_identity(self, info: FileInfo) -> zidx.Identity:
+        def probe() -> tuple[bytes, bytes]:
+            with self.storage.fs.open(self.storage.full_path(info.rel), "rb") as f:
+                head = f.read(zidx.PROBE)
+                f.seek(max(0, info.size - zidx.PROBE))
+                return head, f.read(zidx.PROBE)
+
+        url = self.storage.url_of(info.rel)
+        head, tail = call_with_retry(probe, what=url, attempts=self.storage.retries, base_delay=self.storage.backoff)
+        return zidx.Identity(info.size, info.version, zlib.crc32(head), zlib.crc32(tail))
 
     def _index(self, i: int) -> zidx.LineIndex:
         idx = self._indexes.get(i)
@@ -149,6 +166,8 @@ class JsonlReader(Reader):
             if os.path.exists(p):
                 idx = zidx.read(p, name)
                 if self._fresh(idx.source, info):
+                    if idx.source.version != info.version:
+                        idx = self._adopt(p, idx, info)
                     return idx
                 stale = (p, idx.source)
         if stale is not None and not self.rebuild_stale:
@@ -159,6 +178,23 @@ class JsonlReader(Reader):
                 f"`zephon index {self.path}`, delete it, or pass rebuild_stale=True"
             )
         return self._build(i, paths)
+
+    def _adopt(self, path: str, idx: zidx.LineIndex, info: FileInfo) -> zidx.LineIndex:
+        """Record the file's current version in a content-checked index, so the check runs once."""
+        src = idx.source
+        updated = zidx.LineIndex(
+            np.array(idx.starts),
+            np.array(idx.lengths),
+            np.array(idx.crcs),
+            zidx.Identity(info.size, info.version, src.head_crc, src.tail_crc),
+            idx.compression,
+            idx.data_size,
+        )
+        try:
+            zidx.write(path, updated)
+        except OSError:
+            return idx  # read-only location: keep checking contents next time
+        return zidx.read(path, self._name(self.files().index(info)))
 
     def _download_index(self, info: FileInfo, dest: str) -> None:
         remote = info.rel + zidx.SUFFIX
