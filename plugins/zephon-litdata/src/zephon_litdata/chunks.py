@@ -155,6 +155,8 @@ def open_arrow(buf: memoryview, expected: int, what: str) -> ArrowRows:
         source = pa.py_buffer(blob)
         opened = ipc.open_file(source) if bytes(blob[:6]) == ARROW_IPC_MAGIC else ipc.open_stream(source)
         table = opened.read_all()
+        # Arrow trusts offsets in IPC bodies: a corrupt chunk could crash the process on access.
+        table.validate(full=True)
     except Exception as exc:
         raise ReaderError(f"{what}: corrupt Arrow IPC footer ({type(exc).__name__}: {exc})") from exc
     if table.num_rows != expected:

@@ -194,10 +194,18 @@ class LitDataReader(Reader):
         entry = self.layout.chunks[shard]
         what = f"litdata chunk {self.storage.url_of(entry.filename)} (shard {shard})"
         lay = self.layout
+        codec = lay.compression if lay.level == "chunk" else None
         try:
-            buf = self._files.view(entry.filename, lay.compression if lay.level == "chunk" else None)
+            buf = self._files.view(entry.filename, codec)
         except ReaderError as exc:
-            raise ReaderError(f"{what}: {exc}") from None
+            # LitData's own reader leaves a decompressed ``chunk-N.bin`` in place of ``chunk-N.zstd.bin``.
+            plain = _plain_name(entry.filename, codec)
+            if plain is None:
+                raise ReaderError(f"{what}: {exc}") from None
+            try:
+                buf = self._files.view(plain, None)
+            except ReaderError:
+                raise ReaderError(f"{what}: {exc}") from None
         if lay.loader == "TokensLoader":
             state = ck.tokens_view(buf, entry.items, int(entry.dim or 0), self._dtype, what)
             self._chunks.put(shard, state, 0)
@@ -270,3 +278,9 @@ class LitDataReader(Reader):
     def _token_blocks(self, tokens: np.ndarray, idx: np.ndarray) -> list[dict[str, Any]]:
         bs = int(self.block_size or 1)
         return [{self.item_key: tokens[i * bs : (i + 1) * bs].copy()} for i in idx.tolist()]
+
+
+def _plain_name(filename: str, codec: str | None) -> str | None:
+    """``chunk-0-1.zstd.bin`` -> ``chunk-0-1.bin`` (what LitData leaves after decompressing locally)."""
+    ext = f".{codec}.bin" if codec else ""
+    return filename[: -len(ext)] + ".bin" if ext and filename.endswith(ext) else None

@@ -37,6 +37,8 @@ class ShardEntry:
         columns: column names, in stored order.
         encodings: one MDS encoding per column.
         sizes: fixed byte size per column, or None for variable-size columns.
+        hashes: digests of the uncompressed shard by algorithm name (``sha1``, ``xxh64``, ...),
+            as the writer's ``hashes=`` option recorded them.
     """
 
     raw: str
@@ -47,6 +49,7 @@ class ShardEntry:
     columns: tuple[str, ...]
     encodings: tuple[str, ...]
     sizes: tuple[int | None, ...]
+    hashes: tuple[tuple[str, str], ...] = ()
 
     @property
     def filename(self) -> str:
@@ -103,6 +106,13 @@ def _path(info: Any, key: str, i: int, where: str) -> tuple[str, int | None] | N
     return name, size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
+def _hashes(info: Any) -> tuple[tuple[str, str], ...]:
+    found = info.get("hashes") if isinstance(info, dict) else None
+    if not isinstance(found, dict):
+        return ()
+    return tuple(sorted((str(k), str(v)) for k, v in found.items()))
+
+
 def _shard(s: dict[str, Any], i: int, where: str) -> ShardEntry:
     raw = _path(s.get("raw_data"), "raw_data", i, where)
     if raw is None:
@@ -131,4 +141,5 @@ def _shard(s: dict[str, Any], i: int, where: str) -> ShardEntry:
         columns=tuple(map(str, names)),
         encodings=tuple(map(str, encodings)),
         sizes=tuple(sizes),
+        hashes=_hashes(s.get("raw_data")),
     )

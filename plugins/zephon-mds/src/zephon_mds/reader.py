@@ -49,18 +49,23 @@ class MDSReader(Reader):
     Args:
         path: the dataset folder (or its ``index.json``): local path or fsspec URL.
         max_open_shards: shard files kept mapped per process.
+        verify_hashes: check each shard against the digests the writer recorded (``hashes=`` of
+            MDSWriter; hashlib algorithms, plus xxhash ones if ``xxhash`` is installed) once per
+            process when it is first opened. Off by default, as in Streaming: it costs a pass
+            over every shard.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
             ``cache_bytes``, ``retries``, ...). Compressed shards are decompressed into that cache.
     """
 
     format = "mds"
 
-    def __init__(self, path: str, *, max_open_shards: int = 64, **storage: Any) -> None:
+    def __init__(self, path: str, *, max_open_shards: int = 64, verify_hashes: bool = False, **storage: Any) -> None:
         storage_kw, unknown = split_storage_options(storage)
         if unknown:
             raise ConfigError(f"mds reader: unknown option(s) {sorted(unknown)}")
         self.path = path
         self.max_open_shards = int(max_open_shards)
+        self.verify_hashes = bool(verify_hashes)
         self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
         self.layout = self._load_layout()
         self._compile()
@@ -109,7 +114,7 @@ class MDSReader(Reader):
         self._open_shards = ByteLRU(1 << 30, self.max_open_shards)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: self.__dict__[k] for k in ("path", "max_open_shards", "storage", "layout")}
+        return {k: self.__dict__[k] for k in ("path", "max_open_shards", "verify_hashes", "storage", "layout")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -175,9 +180,33 @@ class MDSReader(Reader):
                 buf = self._files.view(entry.raw, None)
             except ReaderError:
                 raise ReaderError(f"{what}: {exc}") from None
+        if self.verify_hashes:
+            _verify(buf, entry, what)
         opened = _parse_shard(buf, entry, what)
         self._open_shards.put(shard, opened, int(opened.offsets.nbytes))
         return opened
+
+
+def _verify(buf: memoryview, entry: ShardEntry, what: str) -> None:
+    import hashlib
+
+    checked = 0
+    for algo, want in entry.hashes:
+        if algo in hashlib.algorithms_available:
+            got = hashlib.new(algo, buf).hexdigest()
+        else:
+            try:
+                import xxhash
+
+                got = getattr(xxhash, f"{algo}_hexdigest")(buf)
+            except (ImportError, AttributeError):
+                continue
+        checked += 1
+        if got != want:
+            raise ReaderError(f"{what}: {algo} digest {got} does not match index.json ({want}): corrupt shard")
+    if entry.hashes and not checked:
+        names = ", ".join(a for a, _ in entry.hashes)
+        raise ReaderError(f"{what}: verify_hashes=True but no digest algorithm of the index ({names}) is available")
 
 
 def _parse_shard(buf: memoryview, entry: ShardEntry, what: str) -> _Open:
