@@ -25,6 +25,9 @@ from zephon_jsonl import index as zidx
 from zephon_jsonl.compression import decompress
 from zephon_jsonl.detect import compression_of, is_data_file
 
+_RAW_DECODE = json.JSONDecoder().raw_decode
+"""``json.loads`` minus its per-call encoding detection and whitespace regexes (hot path)."""
+
 
 class JsonlReader(Reader):
     """Reads a folder (or one file) of JSON Lines files; each line is one sample (a JSON object).
@@ -316,23 +319,38 @@ class JsonlReader(Reader):
         return [dict(records[j]) for j in inv.tolist()]
 
     def _decode(self, shard: int, rec: int, start: int, b: bytes, length: int, crc: int) -> dict[str, Any]:
-        where = f"{self._name(shard)}: record {rec} (byte {start})"
+        # Hot path: one call per sample, so the error text is only built when something is wrong.
         if len(b) != length:
-            raise ReaderError(f"{where}: file ends early ({len(b)} of {length} bytes): truncated")
+            raise ReaderError(
+                f"{self._where(shard, rec, start)}: file ends early ({len(b)} of {length} bytes): truncated"
+            )
         if self.verify and zlib.crc32(b) != crc:
-            raise ReaderError(f"{where}: bytes do not match the index checksum: the file is corrupt or changed")
+            raise ReaderError(
+                f"{self._where(shard, rec, start)}: bytes do not match the index checksum: the file is corrupt or changed"
+            )
         try:
-            obj = json.loads(b)
-        except ValueError as exc:
-            raise ReaderError(f"{where}: invalid JSON ({exc})") from None
-        if not isinstance(obj, dict):
-            raise ReaderError(f"{where}: is a JSON {type(obj).__name__}, not an object")
+            text = b.decode("utf-8")
+            obj, end = _RAW_DECODE(text)
+            if end != len(text) and text[end:].strip():
+                raise ValueError(f"Extra data: column {end + 1}")
+        except ValueError:
+            try:  # slow path: leading whitespace, or a real error with json's own message
+                obj = json.loads(b)
+            except ValueError as exc:
+                raise ReaderError(f"{self._where(shard, rec, start)}: invalid JSON ({exc})") from None
+        if type(obj) is not dict:
+            raise ReaderError(f"{self._where(shard, rec, start)}: is a JSON {type(obj).__name__}, not an object")
         if self.fields is not None:
             try:
                 obj = {f: obj[f] for f in self.fields}
             except KeyError as exc:
-                raise ReaderError(f"{where}: has no field {exc.args[0]!r} (fields: {sorted(obj)})") from None
+                raise ReaderError(
+                    f"{self._where(shard, rec, start)}: has no field {exc.args[0]!r} (fields: {sorted(obj)})"
+                ) from None
         return obj
+
+    def _where(self, shard: int, rec: int, start: int) -> str:
+        return f"{self._name(shard)}: record {rec} (byte {start})"
 
     def prefetch(self, shards: Sequence[int]) -> None:
         """Warm the node cache with these shards' files (remote, uncompressed data) in the background."""
