@@ -193,19 +193,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_transient_outage_is_retried_with_backoff(tmp_path):
+def test_transient_outage_is_retried_with_backoff(tmp_path, monkeypatch):
     """The server goes away and comes back on the same port: reads succeed after retries."""
     from moto.server import ThreadedMotoServer
 
     from tests.s3server import FAKE_ENV
 
-    os.environ.update(FAKE_ENV)
+    for k, v in FAKE_ENV.items():
+        monkeypatch.setenv(k, v)
     port = _free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     import boto3
 
     endpoint = f"http://127.0.0.1:{port}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     client.create_bucket(Bucket="flaky")
     client.put_object(Bucket="flaky", Key="d/a.bin", Body=b"z" * 5000)
