@@ -1,0 +1,10 @@
+"""zephon-pack: online sequence packing with training views for variable-length attention."""
+
+from __future__ import annotations
+
+from zephon_pack.operator import PackSequences
+from zephon_pack.training import PackedTrainingView, row_cu_seqlens, varlen_cu_seqlens
+
+__version__ = "0.1.0"
+
+__all__ = ["PackSequences", "PackedTrainingView", "row_cu_seqlens", "varlen_cu_seqlens"]

@@ -1,0 +1,186 @@
+"""Packing decisions: which slices of which documents form each row, from lengths only.
+
+The accumulators never copy tokens. A row under construction is a list of slices (numpy views)
+of the incoming documents plus their lineage; a finished row goes to the workers, which assemble
+the arrays. Per document the accumulator does a handful of Python operations, because this code
+runs serially for every record of a lane.
+
+Row identity: a row's key is ``mix64(key of its first document, offset of its first token in
+that document)``. Every token belongs to exactly one row, so no two rows share a first token and
+keys are unique within a lane whatever the algorithm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from zephon_core import Accumulator, ConfigError, Records, Work
+from zephon_core.hashing import mix64
+from zephon_core.ops.contract import Emitted, Lineage
+
+
+@dataclass(slots=True)
+class Row:
+    """A row being filled: token slices in order, the lineage of each slice, and its identity."""
+
+    key: int
+    segments: list[Any] = field(default_factory=list)
+    lineage: list[int] = field(default_factory=list)
+    fill: int = 0
+
+    def add(self, tokens: Any, lineage: Lineage) -> None:
+        self.segments.append(tokens)
+        self.lineage.extend(lineage)
+        self.fill += len(tokens)
+
+
+class PackAccumulator(Accumulator):
+    """Shared plumbing: read the token field, and turn finished rows into one work item per push."""
+
+    def __init__(self, target_length: int, field: str) -> None:
+        self.target = target_length
+        self.field = field
+
+    def tokens(self, payload: dict[str, Any]) -> Any:
+        try:
+            return payload[self.field]
+        except KeyError:
+            raise ConfigError(
+                f"pack_sequences: record has no field {self.field!r} (fields: {sorted(payload)}); "
+                "tokenize first or pass field="
+            ) from None
+
+    @staticmethod
+    def work(rows: list[Row], dropped: list[Lineage]) -> list[Emitted]:
+        if not rows:
+            return [Records([], [], [], dropped)] if dropped else []
+        return [Work([r.segments for r in rows], [r.key for r in rows], [tuple(r.lineage) for r in rows], dropped)]
+
+
+class WrapAccumulator(PackAccumulator):
+    """Concatenate documents and cut every ``target_length`` tokens (documents may span rows).
+
+    Padding only appears in the one partial row emitted at a flush sentinel or at the end.
+    """
+
+    def __init__(self, target_length: int, field: str) -> None:
+        super().__init__(target_length, field)
+        self.row: Row | None = None
+
+    def push(self, records: Records) -> list[Emitted]:
+        L = self.target
+        rows: list[Row] = []
+        dropped = list(records.dropped)
+        row = self.row
+        for payload, key, lin in zip(records.payloads, records.keys, records.lineage):
+            arr = self.tokens(payload)
+            n = len(arr)
+            if not n:
+                dropped.append(lin)
+                continue
+            off = 0
+            while off < n:
+                if row is None:
+                    row = Row(mix64(key, off))
+                take = min(n - off, L - row.fill)
+                row.add(arr[off : off + take] if take != n else arr, lin)
+                off += take
+                if row.fill == L:
+                    rows.append(row)
+                    row = None
+        self.row = row
+        return self.work(rows, dropped)
+
+    def flush(self) -> list[Emitted]:
+        row, self.row = self.row, None
+        return self.work([row] if row is not None else [], [])
+
+    def state(self) -> Any:
+        return {"fill": self.row.fill if self.row else 0}
+
+
+class BinAccumulator(PackAccumulator):
+    """Online bin packing with at most ``num_open_bins`` open rows per lane.
+
+    A document goes into the first open bin it fits (``first_fit``) or the one it fills most
+    tightly (``best_fit``; ties to the oldest). A bin that becomes exactly full leaves at once.
+    When a document fits no bin and all bins are open, the fullest bin (ties: oldest) leaves,
+    padded; with ``allow_split`` the document's head first tops that bin up, so it leaves without
+    padding. A document longer than a row first yields whole rows of its own.
+    """
+
+    def __init__(self, target_length: int, field: str, num_open_bins: int, best_fit: bool, allow_split: bool) -> None:
+        super().__init__(target_length, field)
+        self.k = num_open_bins
+        self.best_fit = best_fit
+        self.allow_split = allow_split
+        self.bins: list[Row] = []
+
+    def _fit(self, n: int) -> int:
+        room_needed = self.target - n
+        bins = self.bins
+        if not self.best_fit:
+            for i, b in enumerate(bins):
+                if b.fill <= room_needed:
+                    return i
+            return -1
+        best, best_fill = -1, -1
+        for i, b in enumerate(bins):
+            if best_fill < b.fill <= room_needed:
+                best, best_fill = i, b.fill
+        return best
+
+    def _fullest(self) -> int:
+        bins = self.bins
+        best = 0
+        for i in range(1, len(bins)):
+            if bins[i].fill > bins[best].fill:
+                best = i
+        return best
+
+    def push(self, records: Records) -> list[Emitted]:
+        L = self.target
+        rows: list[Row] = []
+        dropped = list(records.dropped)
+        bins = self.bins
+        for payload, key, lin in zip(records.payloads, records.keys, records.lineage):
+            arr = self.tokens(payload)
+            n = len(arr)
+            if not n:
+                dropped.append(lin)
+                continue
+            off = 0
+            while off < n:
+                r = n - off
+                if r >= L:  # a whole row of this document alone
+                    row = Row(mix64(key, off))
+                    row.add(arr[off : off + L] if r != L or off else arr, lin)
+                    rows.append(row)
+                    off += L
+                    continue
+                i = self._fit(r)
+                if i < 0 and len(bins) < self.k:
+                    bins.append(Row(mix64(key, off)))
+                    i = len(bins) - 1
+                if i >= 0:
+                    b = bins[i]
+                    b.add(arr[off:] if off else arr, lin)
+                    off = n
+                    if b.fill == L:
+                        rows.append(bins.pop(i))
+                    continue
+                victim = bins.pop(self._fullest())
+                if self.allow_split:
+                    take = L - victim.fill
+                    victim.add(arr[off : off + take], lin)
+                    off += take
+                rows.append(victim)
+        return self.work(rows, dropped)
+
+    def flush(self) -> list[Emitted]:
+        rows, self.bins = self.bins, []
+        return self.work(rows, [])
+
+    def state(self) -> Any:
+        return {"fills": [b.fill for b in self.bins]}

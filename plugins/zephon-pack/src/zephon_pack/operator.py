@@ -1,0 +1,115 @@
+"""``pack_sequences``: pack variable-length token sequences into fixed-length rows.
+
+The accumulator (one per lane) decides which document slices form each row from their lengths;
+the workers assemble the arrays (:mod:`zephon_pack.assemble`). At a flush sentinel the open rows
+leave padded and the lane starts clean, so replay from a sentinel rebuilds the packing exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from zephon_core import Accumulator, ConfigError, Operator, Traits
+from zephon_core.ops.contract import WorkerFn
+from zephon_pack.algorithms import BinAccumulator, WrapAccumulator
+from zephon_pack.assemble import PackWorker
+from zephon_pack.training import PackedTrainingView
+
+ALGORITHMS = ("wrap", "first_fit", "best_fit")
+
+
+def _int(name: str, value: Any, minimum: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise ConfigError(f"pack_sequences: {name} must be an int{bound}, got {value!r}")
+    return value
+
+
+class PackSequences(Operator):
+    """Pack each lane's token sequences into rows of exactly ``target_length`` tokens.
+
+    Args:
+        target_length: tokens per row.
+        algorithm: ``"wrap"`` concatenates documents and cuts every ``target_length`` tokens
+            (no padding except at flushes; documents span rows). ``"first_fit"`` / ``"best_fit"``
+            keep up to ``num_open_bins`` rows open and place each document whole into the first /
+            tightest one it fits (documents stay whole unless longer than a row, or ``allow_split``).
+        num_open_bins: open rows per lane for the bin algorithms (more: less padding, more memory).
+        allow_split: bin algorithms only: top up a row with the head of a document that does not
+            fit before the row leaves, instead of padding it. ``wrap`` always splits.
+        pad_id: token id of padding.
+        field: the payload field holding the token ids.
+        ignore_index: label value of positions that must not be trained on.
+        mask_document_boundaries: also mask the label of a segment's last token (it would be the
+            next document's first token).
+        parallelism: worker count for assembling rows.
+        runner: ``"inline"``, ``"threads"`` or ``"processes"`` (default: the pipeline's).
+        name: operator name in errors and fingerprints.
+    """
+
+    kind = "pack_sequences"
+    traits = Traits(fanout="one", stateful=True)
+
+    def __init__(
+        self,
+        target_length: int,
+        algorithm: Literal["wrap", "first_fit", "best_fit"] = "wrap",
+        num_open_bins: int = 16,
+        allow_split: bool | None = None,
+        pad_id: int = 0,
+        *,
+        field: str = "input_ids",
+        ignore_index: int = -100,
+        mask_document_boundaries: bool = True,
+        parallelism: int = 1,
+        runner: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(parallelism=parallelism, runner=runner, name=name)
+        self.target_length = _int("target_length", target_length, 1)
+        if algorithm not in ALGORITHMS:
+            raise ConfigError(f"pack_sequences: algorithm must be one of {list(ALGORITHMS)}, got {algorithm!r}")
+        self.algorithm = algorithm
+        self.num_open_bins = _int("num_open_bins", num_open_bins, 1)
+        if allow_split is None:
+            allow_split = algorithm == "wrap"
+        if not isinstance(allow_split, bool):
+            raise ConfigError(f"pack_sequences: allow_split must be True, False or None, got {allow_split!r}")
+        if algorithm == "wrap" and not allow_split:
+            raise ConfigError("pack_sequences: 'wrap' always splits documents; use 'first_fit' or 'best_fit'")
+        self.allow_split = allow_split
+        self.pad_id = _int("pad_id", pad_id)
+        if not -(2**31) <= pad_id < 2**31:
+            raise ConfigError(f"pack_sequences: pad_id must fit in int32, got {pad_id}")
+        if not isinstance(field, str) or not field:
+            raise ConfigError(f"pack_sequences: field must be a non-empty string, got {field!r}")
+        self.field = field
+        self.ignore_index = _int("ignore_index", ignore_index)
+        if not isinstance(mask_document_boundaries, bool):
+            raise ConfigError("pack_sequences: mask_document_boundaries must be True or False")
+        self.mask_document_boundaries = mask_document_boundaries
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "target_length": self.target_length,
+            "algorithm": self.algorithm,
+            "num_open_bins": self.num_open_bins if self.algorithm != "wrap" else None,
+            "allow_split": self.allow_split,
+            "pad_id": self.pad_id,
+            "field": self.field,
+            "ignore_index": self.ignore_index,
+            "mask_document_boundaries": self.mask_document_boundaries,
+        }
+
+    def new_accumulator(self, lane: int) -> Accumulator:
+        if self.algorithm == "wrap":
+            return WrapAccumulator(self.target_length, self.field)
+        return BinAccumulator(
+            self.target_length, self.field, self.num_open_bins, self.algorithm == "best_fit", self.allow_split
+        )
+
+    def worker(self) -> WorkerFn:
+        return PackWorker(self.target_length, self.pad_id)
+
+    def training_view(self) -> PackedTrainingView:
+        return PackedTrainingView(self.ignore_index, self.mask_document_boundaries)

@@ -1,0 +1,92 @@
+"""What ``SampleBatch.to_training()`` returns for packed rows.
+
+Computed in the training process from the collated microbatch (``B`` rows of length ``L``), with
+whole-array numpy operations. Every array has the row as its first axis, so microbatches of a
+global step can be concatenated whatever the gradient-accumulation split:
+
+* ``input_ids`` int32 ``[B, L]``;
+* ``labels`` int64 ``[B, L]``: ``labels[:, i] = input_ids[:, i + 1]`` (the next token), and
+  ``ignore_index`` (-100) where the next token is padding, at the last position of a row, and, with
+  ``mask_document_boundaries`` (default), where the next token starts another segment. int64
+  because PyTorch's ``cross_entropy`` wants int64 targets;
+* ``position_ids`` int32 ``[B, L]``: restart at 0 at every segment;
+* ``document_ids`` int32 ``[B, L]``: segment index within the row, -1 for padding;
+* ``attention_mask`` int32 ``[B, L]``: 1 for tokens, 0 for padding;
+* ``cu_seqlens`` int32 ``[B, L + 1]``: per row, the cumulative segment lengths ``0, e1, e2, …, L``
+  (the padding run, if any, is the last segment), then repeated ``L`` up to length ``L + 1``
+  (a row has at most ``L`` segments, so this fixed shape always fits). Turn it into the 1-D form
+  that variable-length attention kernels take with :func:`varlen_cu_seqlens`;
+* ``num_valid_tokens`` int32 ``[B]``: labels that are not ``ignore_index``, per row (sum it to
+  normalise the loss of a microbatch or a global step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from zephon_core import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class PackedTrainingView:
+    """Converts collated packed rows into training arrays (see the module docstring)."""
+
+    ignore_index: int = -100
+    mask_document_boundaries: bool = True
+
+    def __call__(self, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        try:
+            ids, pos, doc = data["input_ids"], data["position_ids"], data["document_ids"]
+        except KeyError as exc:
+            raise ConfigError(
+                f"pack_sequences training view: microbatch has no {exc.args[0]!r} field "
+                f"(fields: {sorted(data)}); did an operator after pack_sequences drop it?"
+            ) from None
+        B, L = ids.shape
+        labels = np.full((B, L), self.ignore_index, dtype=np.int64)
+        nxt = doc[:, 1:]
+        keep = nxt >= 0
+        if self.mask_document_boundaries:
+            keep &= nxt == doc[:, :-1]
+        else:
+            keep &= doc[:, :-1] >= 0
+        labels[:, :-1] = np.where(keep, ids[:, 1:], self.ignore_index)
+        return {
+            "input_ids": ids,
+            "labels": labels,
+            "position_ids": pos,
+            "document_ids": doc,
+            "attention_mask": (doc >= 0).astype(np.int32),
+            "cu_seqlens": row_cu_seqlens(doc),
+            "num_valid_tokens": keep.sum(axis=1, dtype=np.int32),
+        }
+
+
+def row_cu_seqlens(document_ids: np.ndarray) -> np.ndarray:
+    """Per-row cumulative segment lengths, shape ``[B, L + 1]``, padded with ``L`` (see module docstring)."""
+    B, L = document_ids.shape
+    starts = np.ones((B, L), dtype=bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
+    rows, cols = np.nonzero(starts)
+    counts = starts.sum(axis=1)
+    first = np.cumsum(counts) - counts
+    slot = np.arange(len(rows)) - np.repeat(first, counts)
+    out = np.full((B, L + 1), L, dtype=np.int32)
+    out[rows, slot] = cols
+    return out
+
+
+def varlen_cu_seqlens(cu_seqlens: np.ndarray) -> tuple[np.ndarray, int]:
+    """The 1-D ``cu_seqlens`` over the flattened ``[B * L]`` microbatch, and the longest segment.
+
+    This is what ``flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)``
+    takes for ``q`` of shape ``[B * L, heads, dim]``.
+    """
+    B, L1 = cu_seqlens.shape
+    L = L1 - 1
+    steps = np.diff(cu_seqlens, axis=1)
+    ends = cu_seqlens[:, 1:].astype(np.int64) + (np.arange(B, dtype=np.int64) * L)[:, None]
+    flat = np.concatenate([[0], ends[steps > 0]]).astype(np.int32)
+    return flat, int(steps.max()) if steps.size else 0

@@ -1,0 +1,165 @@
+"""``ensure_mixture``: reorder each lane so every stretch of output tracks the target mixture.
+
+The work source already interleaves datasets in the target proportion, but only in expectation
+per sample: after tokenization and packing, a lane's output can run long on one dataset (a burst of
+long documents, a packed row that happens to hold only one source). This operator holds records
+per lane in one queue per dataset and always releases from the dataset furthest behind its target
+share of what the lane has emitted since the last flush sentinel. It changes order only, never
+which records exist, and it drains at every sentinel, so replay rebuilds it exactly.
+
+The rule is deterministic: the most-behind dataset is ``argmin(emitted_tokens[d] / weight[d])``
+(ties to the lowest dataset index). When that dataset's queue is empty the operator waits for
+it, unless more than ``max_buffered`` records are held, in which case it releases from the
+most-behind dataset that has something.
+
+What counts as a record's dataset and size:
+
+* its dataset is ``source.dataset_index(lineage[0])``, its size ``num_tokens`` (or non-padding
+  ``input_ids``), or 1 with ``unit="samples"``;
+* a packed row (it has ``document_ids`` and one lineage entry per segment, as ``pack_sequences``
+  produces) is split exactly: each segment's tokens count towards its own dataset, and the row is
+  queued under the dataset that contributes most of its tokens.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Literal
+
+import numpy as np
+
+from zephon_core import Accumulator, ConfigError, Operator, Records, Traits
+from zephon_core.ops.contract import Emitted, Lineage, Payload
+
+Contribution = tuple[tuple[int, float], ...]
+
+
+class _MixAccumulator(Accumulator):
+    def __init__(self, op: EnsureMixture) -> None:
+        self._op = op
+        n = len(op.weights)
+        self._weights = op.weights
+        self._queues: list[collections.deque[tuple[Payload, int, Lineage, Contribution]]] = [
+            collections.deque() for _ in range(n)
+        ]
+        self._emitted = [0.0] * n
+        self._held = 0
+
+    def _contribution(self, payload: Payload, lineage: Lineage) -> Contribution:
+        comp = self._op.component
+        if not lineage:
+            return ((0, 1.0),)
+        if self._op.resolved_unit == "samples":
+            return ((comp(lineage[0]), 1.0),)
+        doc = payload.get("document_ids")
+        if doc is not None and len(lineage) > 1:
+            doc = np.asarray(doc)
+            counts = np.bincount(doc[doc >= 0])
+            if len(counts) == len(lineage):
+                acc: dict[int, float] = {}
+                for sid, c in zip(lineage, counts.tolist()):
+                    d = comp(sid)
+                    acc[d] = acc.get(d, 0.0) + c
+                return tuple(sorted(acc.items()))
+        return ((comp(lineage[0]), _size(payload)),)
+
+    def _release(self, out: Records, drain: bool) -> None:
+        queues, emitted, weights = self._queues, self._emitted, self._weights
+        n = len(queues)
+        while self._held:
+            order = sorted(range(n), key=lambda d: (emitted[d] / weights[d], d))
+            d = order[0]
+            if not queues[d]:
+                if not drain and self._held <= self._op.max_buffered:
+                    return
+                d = next(x for x in order if queues[x])
+            payload, key, lin, contrib = queues[d].popleft()
+            self._held -= 1
+            for c, t in contrib:
+                emitted[c] += t
+            out.payloads.append(payload)
+            out.keys.append(key)
+            out.lineage.append(lin)
+
+    def push(self, records: Records) -> list[Emitted]:
+        queues = self._queues
+        for payload, key, lin in zip(records.payloads, records.keys, records.lineage):
+            contrib = self._contribution(payload, lin)
+            primary = max(contrib, key=lambda ct: (ct[1], -ct[0]))[0]
+            queues[primary].append((payload, key, lin, contrib))
+            self._held += 1
+        out = Records([], [], [], list(records.dropped))
+        self._release(out, drain=False)
+        return [out] if (out.payloads or out.dropped) else []
+
+    def flush(self) -> list[Emitted]:
+        out = Records.empty()
+        self._release(out, drain=True)
+        return [out] if out.payloads else []
+
+    def state(self) -> Any:
+        return {"emitted": list(self._emitted), "held": [len(q) for q in self._queues]}
+
+
+def _size(payload: Payload) -> float:
+    n = payload.get("num_tokens")
+    if n is not None:
+        return float(n)
+    ids = payload.get("input_ids")
+    if ids is not None:
+        return float(len(ids) - int(payload.get("num_padding", 0)))
+    return 1.0
+
+
+class EnsureMixture(Operator):
+    """Reorder each lane's records so every window of output matches the mixture (see module docstring).
+
+    Args:
+        unit: ``"tokens"``, ``"samples"``, or ``"auto"``: tokens when the work source mixes by
+            tokens (``weight_by="tokens"``), samples otherwise.
+        max_buffered: records held per lane before the operator stops waiting for a lagging dataset.
+        name: operator name in errors and fingerprints.
+    """
+
+    kind = "ensure_mixture"
+    traits = Traits(has_worker=False, stateful=True)
+
+    def __init__(
+        self,
+        unit: Literal["auto", "tokens", "samples"] = "auto",
+        max_buffered: int = 64,
+        *,
+        parallelism: int = 1,
+        runner: str | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(parallelism=parallelism, runner=runner, name=name)
+        if unit not in ("auto", "tokens", "samples"):
+            raise ConfigError(f"ensure_mixture: unit must be 'auto', 'tokens' or 'samples', got {unit!r}")
+        if not isinstance(max_buffered, int) or isinstance(max_buffered, bool) or max_buffered < 1:
+            raise ConfigError(f"ensure_mixture: max_buffered must be an int >= 1, got {max_buffered!r}")
+        self.unit = unit
+        self.max_buffered = max_buffered
+        self._source: Any = None
+        self.weights: list[float] = []
+        self.resolved_unit = unit
+
+    def config(self) -> dict[str, Any]:
+        return {"unit": self.unit, "max_buffered": self.max_buffered}
+
+    def prepare(self, source: Any) -> None:
+        """Keep the source: it knows each sample's dataset and the target weights."""
+        self._source = source
+        normalized = source.mixture.normalized()
+        self.weights = [float(normalized[d.name]) for d in source.datasets]
+        if self.unit == "auto":
+            self.resolved_unit = "tokens" if getattr(source, "weight_by", "samples") == "tokens" else "samples"
+
+    def component(self, sample_id: int) -> int:
+        """The dataset index a source sample id was drawn from."""
+        return int(self._source.dataset_index(sample_id))
+
+    def new_accumulator(self, lane: int) -> Accumulator:
+        if self._source is None:
+            raise ConfigError("ensure_mixture needs the pipeline's work source: prepare(source) was not called")
+        return _MixAccumulator(self)

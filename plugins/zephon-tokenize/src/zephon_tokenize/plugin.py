@@ -1,0 +1,25 @@
+"""Entry point of the ``zephon`` plugin group: registers ``tokenize`` and ``ensure_mixture``.
+
+Factories are lazy ``"module:attr"`` strings so that ``import zephon_core`` (and listing plugins)
+never imports ``tokenizers``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zephon_core.hookspecs import hookimpl
+
+
+@hookimpl
+def zephon_register_operators(register: Any) -> None:
+    register(
+        name="tokenize",
+        factory="zephon_tokenize.operator:Tokenize",
+        description="text -> input_ids with HF tokenizers (offline; batch encoding on workers)",
+    )
+    register(
+        name="ensure_mixture",
+        factory="zephon_tokenize.mixture:EnsureMixture",
+        description="per-lane reordering so each window of output matches the mixture in tokens",
+    )
