@@ -8,6 +8,8 @@ Public names (plugins import only these):
   of whole files behind it.
 * :func:`call_with_retry`, :func:`is_permanent_error`, :func:`describe_error` — how storage faults
   are retried or reported.
+* :func:`read_manifest`, :func:`write_manifest`, :func:`check_listing` — the ``_zephon_manifest.json``
+  that ``zephon index`` writes so a folder dataset knows which files it must contain.
 * :func:`default_cache_dir`, :func:`default_cache_bytes`, :func:`parse_bytes` — configuration from
   options and the ``ZEPHON_CACHE_DIR`` / ``ZEPHON_CACHE_BYTES`` environment variables.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 from zephon_core.storage.cache import CachedFile, ShardCache, cache_key
 from zephon_core.storage.config import DEFAULT_CACHE_BYTES, default_cache_bytes, default_cache_dir, parse_bytes
 from zephon_core.storage.location import FileInfo, LocalFile, Storage
+from zephon_core.storage.manifest import MANIFEST, ManifestEntry, check_listing, read_manifest, write_manifest
 from zephon_core.storage.retry import call_with_retry, describe_error, is_permanent_error
 
 STORAGE_OPTIONS = (
@@ -40,18 +43,23 @@ def split_storage_options(options: dict[str, object]) -> tuple[dict[str, object]
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
+    "MANIFEST",
     "STORAGE_OPTIONS",
     "CachedFile",
     "FileInfo",
     "LocalFile",
+    "ManifestEntry",
     "ShardCache",
     "Storage",
     "cache_key",
     "call_with_retry",
+    "check_listing",
     "default_cache_bytes",
     "default_cache_dir",
     "describe_error",
     "is_permanent_error",
     "parse_bytes",
+    "read_manifest",
     "split_storage_options",
+    "write_manifest",
 ]

@@ -163,6 +163,12 @@ class Storage:
                 raise ReaderError(f"dataset path {self.url!r} does not exist")
         return self._base
 
+    @property
+    def is_single_file(self) -> bool:
+        """True when the dataset root is one file rather than a folder."""
+        self._resolve()
+        return self._single is not None
+
     def full_path(self, rel: str) -> str:
         """The file system path of ``rel``."""
         base = self._resolve()

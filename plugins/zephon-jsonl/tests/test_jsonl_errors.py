@@ -183,3 +183,14 @@ def test_unreadable_remote_object(tmp_path):
             worker.read(0, np.array([200]))
         with pytest.raises(ReaderError, match=r"s3://jsonl-bad/d/missing\.jsonl' does not exist"):
             Dataset.from_path("y", s3.url("d/missing.jsonl"), storage_options=s3.storage_options, format="jsonl")
+
+
+def test_deleted_file_with_its_index_left_behind(tmp_path):
+    d = tmp_path / "two"
+    d.mkdir()
+    (d / "a.jsonl").write_bytes(lines(DOCS[:50]))
+    (d / "b.jsonl").write_bytes(lines(DOCS[50:]))
+    Dataset.from_path("x", str(d))
+    (d / "b.jsonl").unlink()
+    with pytest.raises(ReaderError, match=r"b\.jsonl: missing, but its index b\.jsonl\.zidx is there"):
+        Dataset.from_path("x", str(d))

@@ -118,21 +118,22 @@ def test_s3_dataset_and_uploaded_index(tmp_path, corpus_dir):
     from tests.s3server import moto_s3
 
     root, shards = corpus_dir
+    Dataset.from_path("local", str(root))  # builds the .zidx files that are uploaded with the data
     with moto_s3("jsonl-tests") as s3:
         s3.upload_dir(str(root), "corpus")
         ds = Dataset.from_path("s3", s3.url("corpus"), storage_options=s3.storage_options, prefetch=1, format="jsonl")
         assert ds.reader.built_indexes == 0  # the .zidx files uploaded beside the data were used
         assert check_reader(ds, shards) > 12_000
         s3.client.delete_object(Bucket=s3.bucket, Key="corpus/sub/d.ndjson")
-        fresh = Dataset.from_path(
-            "s3b",
-            s3.url("corpus"),
-            storage_options=s3.storage_options,
-            cache_dir=str(tmp_path / "other"),
-            format="jsonl",
-        )
-        with pytest.raises(ReaderError, match=r"s3://jsonl-tests/corpus/.*\.jsonl"):
-            s3.client.delete_object(Bucket=s3.bucket, Key="corpus/a.jsonl")
+        opts = {"storage_options": s3.storage_options, "format": "jsonl", "cache_dir": str(tmp_path / "other")}
+        with pytest.raises(ReaderError, match=r"s3://jsonl-tests/corpus/sub/d\.ndjson: missing, but its index"):
+            Dataset.from_path("s3b", s3.url("corpus"), **opts)
+        s3.client.delete_object(Bucket=s3.bucket, Key="corpus/sub/d.ndjson.zidx")
+        s3.client.delete_object(Bucket=s3.bucket, Key="corpus/_zephon_manifest.json")  # if `zephon index` ran
+        fresh = Dataset.from_path("s3b", s3.url("corpus"), **opts)
+        assert fresh.num_samples == 10_000
+        s3.client.delete_object(Bucket=s3.bucket, Key="corpus/a.jsonl")
+        with pytest.raises(ReaderError, match=r"s3://jsonl-tests/corpus/a\.jsonl: not found"):
             fresh.reader.read(0, np.array([1]))
 
 

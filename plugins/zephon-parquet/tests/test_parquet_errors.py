@@ -115,3 +115,26 @@ def test_unreadable_remote_object(tmp_path):
         s3.client.delete_object(Bucket=s3.bucket, Key="e/ok.parquet")
         with pytest.raises(ReaderError, match=r"s3://parquet-bad/e/ok\.parquet: not found"):
             ds.reader.read(0, np.array([1]))
+
+
+def test_manifest_catches_missing_extra_and_changed_files(tmp_path):
+    from zephon_parquet.index import build_index
+
+    d = tmp_path / "m"
+    d.mkdir()
+    for k in range(3):
+        pq.write_table(pa.Table.from_pylist(DOCS[k * 100 : (k + 1) * 100]), d / f"p{k}.parquet", row_group_size=40)
+    assert "_zephon_manifest.json" in build_index(str(d))
+    assert Dataset.from_path("x", str(d)).num_samples == 300
+    (d / "p1.parquet").rename(tmp_path / "away.parquet")
+    with pytest.raises(ReaderError, match=r"p1\.parquet: listed in _zephon_manifest\.json but missing"):
+        Dataset.from_path("x", str(d))
+    (tmp_path / "away.parquet").rename(d / "p1.parquet")
+    pq.write_table(pa.Table.from_pylist(DOCS[:10]), d / "p3.parquet")
+    with pytest.raises(ReaderError, match=r"p3\.parquet: not listed in _zephon_manifest\.json"):
+        Dataset.from_path("x", str(d))
+    (d / "p3.parquet").unlink()
+    pq.write_table(pa.Table.from_pylist(DOCS[:50]), d / "p2.parquet")
+    with pytest.raises(ReaderError, match=r"p2\.parquet: has \d+ bytes, _zephon_manifest\.json says"):
+        Dataset.from_path("x", str(d))
+    assert Dataset.from_path("x", str(d), manifest=False).num_samples == 250

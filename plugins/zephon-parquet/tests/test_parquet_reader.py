@@ -96,7 +96,8 @@ def test_cli_index(corpus_dir, capsys):
 
     root, _ = corpus_dir
     assert main(["index", str(root)]) == 0
-    assert "parquet: 3 files, 12000 rows, 13 row groups" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "parquet: 3 files, 12000 rows, 13 row groups" in out and "_zephon_manifest.json" in out
 
 
 def test_s3_dataset_with_prefetch(corpus_dir, tmp_path):

@@ -206,17 +206,25 @@ def read(path: str, name: str) -> LineIndex:
 
 
 def build_index(path: str, **options: Any) -> str:
-    """``zephon index PATH``: build (or refresh) the index of every JSON Lines file under ``path``.
+    """``zephon index PATH``: index every JSON Lines file under ``path`` and write the manifest.
 
-    Returns a one-line summary. Stale indexes are rebuilt; valid ones are kept.
+    Stale indexes are rebuilt, valid ones kept. ``_zephon_manifest.json`` then records which files
+    belong to the dataset, so one that later goes missing is an error. Returns a one-line summary.
     """
+    from zephon_core.storage import ManifestEntry, write_manifest
     from zephon_jsonl.reader import JsonlReader
 
     options.setdefault("rebuild_stale", True)
-    reader = JsonlReader(path, **options)
+    reader = JsonlReader(path, manifest=False, **options)
     shards = reader.shards()
     built = reader.built_indexes
+    entries = [ManifestEntry(f.rel, f.size, s.num_samples) for f, s in zip(reader.files(), shards)]
+    where = (
+        "single file: no manifest"
+        if reader.storage.is_single_file
+        else write_manifest(reader.storage, "jsonl", entries)
+    )
     return (
         f"jsonl: {len(shards)} files, {sum(s.num_samples for s in shards)} records; "
-        f"{built} index(es) built, {len(shards) - built} up to date"
+        f"{built} index(es) built, {len(shards) - built} up to date; {where}"
     )

@@ -20,7 +20,17 @@ from typing import Any
 import numpy as np
 
 from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import FileInfo, LocalFile, Storage, cache_key, call_with_retry, split_storage_options
+from zephon_core.storage import (
+    FileInfo,
+    LocalFile,
+    ManifestEntry,
+    Storage,
+    cache_key,
+    call_with_retry,
+    check_listing,
+    read_manifest,
+    split_storage_options,
+)
 from zephon_jsonl import index as zidx
 from zephon_jsonl.compression import decompress
 from zephon_jsonl.detect import compression_of, is_data_file
@@ -41,6 +51,7 @@ class JsonlReader(Reader):
         index_dir: keep indexes here instead of beside the data / in the cache directory.
         prefetch: after reading shard ``s``, warm the cache with the next ``prefetch`` shards.
         open_files: most data files kept open at once per reader.
+        manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
             ``cache_bytes``, ``retries``, …).
     """
@@ -57,6 +68,7 @@ class JsonlReader(Reader):
         index_dir: str | None = None,
         prefetch: int = 0,
         open_files: int = 64,
+        manifest: bool = True,
         **storage: Any,
     ) -> None:
         storage_kw, unknown = split_storage_options(storage)
@@ -71,6 +83,8 @@ class JsonlReader(Reader):
         self.index_dir = index_dir
         self.prefetch_ahead = int(prefetch)
         self.open_files = max(1, int(open_files))
+        self.use_manifest = bool(manifest)
+        self._manifest: dict[str, ManifestEntry] | None = None
         self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
         self._files: list[FileInfo] | None = None
         self._remote_indexes: set[str] = set()
@@ -102,6 +116,17 @@ class JsonlReader(Reader):
             self._remote_indexes = {n for n in names if n.endswith(zidx.SUFFIX)}
             if not self._files:
                 raise ReaderError(f"{self.path}: no JSON Lines files (.jsonl, .ndjson, optionally .gz/.zst) found")
+            data = {f.rel for f in self._files}
+            orphans = sorted(n[: -len(zidx.SUFFIX)] for n in self._remote_indexes if n[: -len(zidx.SUFFIX)] not in data)
+            if orphans and not self.storage.is_single_file:
+                raise ReaderError(
+                    f"{self.storage.url_of(orphans[0])}: missing, but its index {orphans[0]}{zidx.SUFFIX} is there "
+                    "(the file was deleted or renamed; delete the index too if that was on purpose)"
+                )
+            if self.use_manifest:
+                self._manifest = read_manifest(self.storage, self.format)
+                if self._manifest is not None:
+                    check_listing(self.storage, self._files, self._manifest)
         return self._files
 
     def shards(self) -> list[ShardInfo]:

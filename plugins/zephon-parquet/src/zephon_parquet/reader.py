@@ -21,7 +21,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import FileInfo, LocalFile, Storage, describe_error, parse_bytes, split_storage_options
+from zephon_core.storage import (
+    FileInfo,
+    LocalFile,
+    ManifestEntry,
+    Storage,
+    check_listing,
+    describe_error,
+    parse_bytes,
+    read_manifest,
+    split_storage_options,
+)
 from zephon_parquet.detect import is_data_file
 from zephon_parquet.lru import ByteLRU
 
@@ -41,6 +51,8 @@ class ParquetReader(Reader):
         prefetch: after opening shard ``s`` of a remote dataset, warm the cache with the next
             ``prefetch`` shards.
         open_files: most Parquet files kept open at once per reader.
+        manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one
+            (a missing, extra or resized file is then an error).
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
             ``cache_bytes``, ``retries``, …).
     """
@@ -56,6 +68,7 @@ class ParquetReader(Reader):
         verify_checksums: bool = True,
         prefetch: int = 0,
         open_files: int = 16,
+        manifest: bool = True,
         **storage: Any,
     ) -> None:
         storage_kw, unknown = split_storage_options(storage)
@@ -69,8 +82,10 @@ class ParquetReader(Reader):
         self.verify_checksums = bool(verify_checksums)
         self.prefetch_ahead = int(prefetch)
         self.open_files = max(1, int(open_files))
+        self.use_manifest = bool(manifest)
         self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
         self._files: list[FileInfo] | None = None
+        self._manifest: dict[str, ManifestEntry] | None = None
         self._offsets: list[np.ndarray] | None = None
         self._init_runtime()
 
@@ -96,6 +111,10 @@ class ParquetReader(Reader):
             files = self.storage.list_files(is_data_file)
             if not files:
                 raise ReaderError(f"{self.path}: no Parquet files (.parquet, .pq) found")
+            if self.use_manifest:
+                self._manifest = read_manifest(self.storage, self.format)
+                if self._manifest is not None:
+                    check_listing(self.storage, files, self._manifest)
             self._files = files
         return self._files
 
@@ -125,10 +144,14 @@ class ParquetReader(Reader):
         """Row offsets of shard ``i``'s row groups: ``[0, n0, n0+n1, …, num_rows]``."""
         if self._offsets is None:
             offsets = []
-            for k in range(len(self.files())):
-                meta = self._footer(k)
-                self._check_columns(k, meta.schema.to_arrow_schema().names)
-                rows = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+            for k, info in enumerate(self.files()):
+                entry = self._manifest.get(info.rel) if self._manifest else None
+                if entry is not None and "row_groups" in entry.extra and self.columns is None:
+                    rows = [int(n) for n in entry.extra["row_groups"]]  # no footer read at listing time
+                else:
+                    meta = self._footer(k)
+                    self._check_columns(k, meta.schema.to_arrow_schema().names)
+                    rows = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
                 offsets.append(np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).astype(np.int64))
             self._offsets = offsets
         return self._offsets[i]

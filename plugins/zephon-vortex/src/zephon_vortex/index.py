@@ -1,7 +1,8 @@
-"""``zephon index`` for Vortex: the footer holds the layout and row count, so this validates footers.
+"""``zephon index`` for Vortex: validate every footer and write ``_zephon_manifest.json``.
 
-Checking ahead of time reports a truncated or foreign file, or a ``columns=`` selection some file
-lacks, before a job is scheduled.
+The footer holds the layout and row count, so nothing per file is written. The manifest records
+which files belong to the dataset, their sizes and row counts: a file that later goes missing,
+appears or changes is then an error instead of a silently different dataset.
 """
 
 from __future__ import annotations
@@ -10,12 +11,16 @@ from typing import Any
 
 
 def build_index(path: str, **options: Any) -> str:
-    """Open and check every file's footer; return a one-line summary (nothing is written)."""
+    """Open and check every file's footer, write the manifest; return a one-line summary."""
+    from zephon_core.storage import ManifestEntry, write_manifest
     from zephon_vortex.reader import VortexReader
 
-    reader = VortexReader(path, **options)
+    reader = VortexReader(path, manifest=False, **options)
     shards = reader.shards()
-    return (
-        f"vortex: {len(shards)} files, {sum(s.num_samples for s in shards)} rows; "
-        "footers valid (Vortex needs no separate index)"
+    entries = [ManifestEntry(f.rel, f.size, s.num_samples) for f, s in zip(reader.files(), shards)]
+    where = (
+        "single file: no manifest"
+        if reader.storage.is_single_file
+        else write_manifest(reader.storage, "vortex", entries)
     )
+    return f"vortex: {len(shards)} files, {sum(s.num_samples for s in shards)} rows; footers valid; {where}"

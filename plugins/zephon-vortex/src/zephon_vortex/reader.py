@@ -18,8 +18,28 @@ import pyarrow as pa
 import vortex as vx
 
 from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import FileInfo, LocalFile, Storage, describe_error, split_storage_options
+from zephon_core.storage import (
+    FileInfo,
+    LocalFile,
+    ManifestEntry,
+    Storage,
+    check_listing,
+    describe_error,
+    read_manifest,
+    split_storage_options,
+)
 from zephon_vortex.detect import is_data_file
+
+
+def _library_fault(exc: BaseException) -> BaseException:
+    """Return ``exc`` if it is a library failure; re-raise interpreter exits and interrupts.
+
+    A Rust panic inside vortex surfaces as pyo3's ``PanicException``, which derives from
+    ``BaseException`` (not ``Exception``) and is not importable, so it is recognised by name.
+    """
+    if isinstance(exc, Exception) or type(exc).__name__ == "PanicException":
+        return exc
+    raise exc
 
 
 class VortexReader(Reader):
@@ -31,6 +51,7 @@ class VortexReader(Reader):
         prefetch: after opening shard ``s`` of a remote dataset, warm the cache with the next
             ``prefetch`` shards.
         open_files: most Vortex files kept open at once per reader (each holds a segment cache).
+        manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
             ``cache_bytes``, ``retries``, …).
     """
@@ -44,6 +65,7 @@ class VortexReader(Reader):
         columns: Sequence[str] | None = None,
         prefetch: int = 0,
         open_files: int = 16,
+        manifest: bool = True,
         **storage: Any,
     ) -> None:
         storage_kw, unknown = split_storage_options(storage)
@@ -55,8 +77,10 @@ class VortexReader(Reader):
         self.columns = list(columns) if columns is not None else None
         self.prefetch_ahead = int(prefetch)
         self.open_files = max(1, int(open_files))
+        self.use_manifest = bool(manifest)
         self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
         self._files: list[FileInfo] | None = None
+        self._manifest: dict[str, ManifestEntry] | None = None
         self._counts: list[int] | None = None
         self._init_runtime()
 
@@ -81,6 +105,10 @@ class VortexReader(Reader):
             files = self.storage.list_files(is_data_file)
             if not files:
                 raise ReaderError(f"{self.path}: no Vortex files (.vortex, .vtx) found")
+            if self.use_manifest:
+                self._manifest = read_manifest(self.storage, self.format)
+                if self._manifest is not None:
+                    check_listing(self.storage, files, self._manifest)
             self._files = files
         return self._files
 
@@ -90,7 +118,8 @@ class VortexReader(Reader):
     def _check(self, i: int, vf: Any) -> None:
         try:
             names = vf.dtype.to_arrow_schema().names
-        except Exception as exc:
+        except BaseException as exc:  # also Rust panics: see _library_fault
+            _library_fault(exc)
             raise ReaderError(
                 f"{self._name(i)}: top-level type is not a struct of fields ({describe_error(exc)})"
             ) from None
@@ -112,13 +141,15 @@ class VortexReader(Reader):
                 return len(vf)
         except ReaderError:
             raise
-        except Exception as exc:
+        except BaseException as exc:  # also Rust panics: see _library_fault
+            _library_fault(exc)
             raise ReaderError(f"{name}: not a readable Vortex file ({describe_error(exc)})") from None
 
     def shards(self) -> list[ShardInfo]:
         """One shard per file; row counts come from the footers."""
         if self._counts is None:
-            self._counts = [self._count(i) for i in range(len(self.files()))]
+            m = self._manifest if self.columns is None else None
+            self._counts = [m[f.rel].samples if m else self._count(i) for i, f in enumerate(self.files())]
         return [ShardInfo(f.rel, n) for f, n in zip(self.files(), self._counts)]
 
     def describe(self) -> dict[str, Any]:
@@ -140,7 +171,8 @@ class VortexReader(Reader):
             except ReaderError:
                 local.release()
                 raise
-            except Exception as exc:
+            except BaseException as exc:  # also Rust panics: see _library_fault
+                _library_fault(exc)
                 local.release()
                 raise ReaderError(f"{name}: not a readable Vortex file ({describe_error(exc)})") from None
             expected = self.shards()[i].num_samples
@@ -174,7 +206,8 @@ class VortexReader(Reader):
         try:
             taken = vf.scan(self.columns, indices=vx.array(pa.array(uniq.astype(np.uint64)))).read_all()
             table = taken.to_arrow_table()
-        except Exception as exc:
+        except BaseException as exc:  # also Rust panics: see _library_fault
+            _library_fault(exc)
             raise ReaderError(f"{self._name(shard)}: rows cannot be decoded ({describe_error(exc)})") from None
         if table.num_rows != len(uniq):
             raise ReaderError(f"{self._name(shard)}: asked for {len(uniq)} rows, got {table.num_rows}")
