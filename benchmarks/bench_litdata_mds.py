@@ -13,10 +13,12 @@ the libraries' own writers — LitData plain and zstd (``litdata.optimize``), MD
 source produces):
 
 * shuffled fetch + batch(32) throughput in samples/s: Zephon's full pipeline vs the library's
-  ``ds[i]`` in that order, collated into the same batches of 32;
+  ``ds[i]`` in that order, collated into the same batches of 32 (the library over a shorter prefix
+  of the same order, ``--library-measure``, because LitData's reader is slow on it);
 * per-sample random read cost: one sample at a time at uniformly random positions.
 
-Figures are for data in the page cache on this machine; they print as a Markdown table.
+Every figure is the median of ``--repeat`` runs, for data in the page cache; they print as a
+Markdown table.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ def zephon_throughput(ds: Any, limit: int, parallelism: int) -> float:
     return got / (time.perf_counter() - t0)
 
 
-def random_cost_us(get: Callable[[int], Any], n: int, count: int, seed: int = 1) -> float:
+def random_cost_us(get: Callable[[int], Any], n: int, count: int, seed: int = 0) -> float:
     """Mean microseconds to read one sample at a uniformly random position."""
     positions = np.random.default_rng(seed).integers(0, n, count).tolist()
     t0 = time.perf_counter()
@@ -161,9 +163,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--samples", type=int, default=40_000, help="corpus size")
     parser.add_argument("--measure", type=int, default=10_000, help="samples per throughput measurement")
+    parser.add_argument("--library-measure", type=int, default=5_000, help="samples per library measurement")
     parser.add_argument("--random", type=int, default=3_000, help="single-sample random reads")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure (the median is printed)")
     args = parser.parse_args()
-    from zephon_core import Dataset
 
     root = tempfile.mkdtemp(prefix="zephon-bench-")
     os.environ.setdefault("ZEPHON_CACHE_DIR", os.path.join(root, "cache"))
@@ -179,15 +182,9 @@ def main() -> int:
     for name, write in layouts.items():
         path = os.path.join(root, name.replace(" ", "-"))
         write(path)
-        ds = Dataset.from_path("bench", path)
-        order = zephon_order(ds, args.measure)
-        lib_name, lib_get = library_reader(name, path, root)
-        z1 = zephon_throughput(ds, args.measure, 1)
-        z2 = zephon_throughput(ds, args.measure, 2)
-        lib = library_throughput(lib_get, order) if lib_get else float("nan")
-        zr = random_cost_us(zephon_getter(ds), ds.num_samples, args.random)
-        lr = random_cost_us(lib_get, ds.num_samples, args.random) if lib_get else float("nan")
-        rows.append((name, z1, z2, lib_name, lib, zr, lr))
+        row = measure(name, path, root, args)
+        z1, z2, lib_name, lib = row[1:5]
+        rows.append(row)
         print(f"  {name}: zephon {z1:,.0f}/{z2:,.0f} samples/s, {lib_name} {lib:,.0f} samples/s", flush=True)
     print()
     print(
@@ -201,7 +198,29 @@ def main() -> int:
     return 0
 
 
-def library_reader(name: str, path: str, root: str) -> tuple[str, Callable[[int], Any] | None]:
+def median(fn: Callable[[int], float], repeat: int) -> float:
+    """The median of ``fn(run)`` over ``repeat`` runs (this machine is small and noisy)."""
+    return float(np.median([fn(k) for k in range(max(1, repeat))]))
+
+
+def measure(name: str, path: str, root: str, args: argparse.Namespace) -> tuple[Any, ...]:
+    """One table row: Zephon and the library reader on the same shuffled order, and random reads."""
+    from zephon_core import Dataset
+
+    ds = Dataset.from_path("bench", path)
+    order = zephon_order(ds, args.library_measure)
+    lib_name, lib_get = library_reader(name, path, root)
+    zget = zephon_getter(ds)
+    n, r = ds.num_samples, args.repeat
+    z1 = median(lambda k: zephon_throughput(ds, args.measure, 1), r)
+    z2 = median(lambda k: zephon_throughput(ds, args.measure, 2), r)
+    lib = median(lambda k: library_throughput(lib_get, order), r)
+    zr = median(lambda k: random_cost_us(zget, n, args.random, seed=k), r)
+    lr = median(lambda k: random_cost_us(lib_get, n, args.random, seed=k), r)
+    return (name, z1, z2, lib_name, lib, zr, lr)
+
+
+def library_reader(name: str, path: str, root: str) -> tuple[str, Callable[[int], Any]]:
     """The format library's own random-access reader for one dataset."""
     if name.startswith("litdata"):
         import litdata as ld
