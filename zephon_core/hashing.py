@@ -79,3 +79,41 @@ def uniforms(key: int, ids: Sequence[int] | np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         z = splitmix64(ids ^ np.uint64(key & _M64))
     return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+def _feed(h: Any, obj: Any) -> None:
+    if isinstance(obj, dict):
+        h.update(b"{")
+        for k in sorted(obj, key=str):
+            h.update(repr(k).encode())
+            _feed(h, obj[k])
+        h.update(b"}")
+    elif isinstance(obj, np.ndarray):
+        if obj.dtype == object:
+            h.update(b"O[")
+            for x in obj.ravel().tolist():
+                _feed(h, x)
+            h.update(b"]")
+        else:
+            h.update(f"a{obj.dtype.str}{obj.shape}".encode())
+            h.update(np.ascontiguousarray(obj).tobytes())
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"[" if isinstance(obj, list) else b"(")
+        for x in obj:
+            _feed(h, x)
+        h.update(b"]")
+    elif isinstance(obj, (bytes, bytearray, memoryview)):
+        h.update(b"b%d:" % len(obj))
+        h.update(bytes(obj))
+    elif isinstance(obj, np.generic):
+        h.update(f"s{obj.dtype.str}".encode())
+        h.update(obj.tobytes())
+    else:
+        h.update(f"{type(obj).__name__}:{obj!r};".encode())
+
+
+def digest_payload(obj: Any) -> bytes:
+    """SHA-256 of any payload (dicts, arrays, scalars, strings, nested lists), type- and dtype-aware."""
+    h = hashlib.sha256()
+    _feed(h, obj)
+    return h.digest()

@@ -100,12 +100,15 @@ class Registry:
         return reg
 
     # -- readers -----------------------------------------------------------------------------
-    def detect_format(self, path: str) -> str:
-        """The one installed format whose detector accepts ``path``; else a clear error."""
+    def detect_format(self, path: str, storage_options: dict[str, Any] | None = None) -> str:
+        """The one installed format whose detector accepts ``path``; else a clear error.
+
+        ``storage_options`` go to fsspec (e.g. an S3 endpoint), as the reader would use them.
+        """
         import fsspec
 
         try:
-            fs, root = fsspec.core.url_to_fs(path)
+            fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         except Exception as exc:
             raise ReaderError(f"cannot open {path!r}: {exc}") from exc
         try:

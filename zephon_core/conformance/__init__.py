@@ -1,1 +1,33 @@
-"""The determinism conformance suite (see docs/writing-an-operator.md)."""
+"""The determinism conformance suite.
+
+Subclass :class:`OperatorConformance` or :class:`ReaderConformance` in a test module and override
+the fixtures that describe your implementation; or run it with no code at all::
+
+    pytest --pyargs zephon_core.conformance --zephon-operator=NAME --zephon-config='{...}'
+    pytest --pyargs zephon_core.conformance --zephon-reader=NAME --zephon-path=PATH
+
+Names are imported lazily so the pytest plugin that ships with the kernel stays cheap to load.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "OperatorConformance": "zephon_core.conformance.operators",
+    "ReaderConformance": "zephon_core.conformance.readers",
+    "Capabilities": "zephon_core.conformance.rules",
+    "ReaderCapabilities": "zephon_core.conformance.rules",
+    "RULES": "zephon_core.conformance.rules",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(name)
+    import importlib
+
+    return getattr(importlib.import_module(mod), name)

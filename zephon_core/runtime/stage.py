@@ -203,43 +203,53 @@ class Stage:
         if self.terminal:
             index, resume = work.meta
             return SampleBatch(lane, index, result[0], work.lineage, work.dropped, resume, self.view)
-        n = len(work.keys)
-        if not isinstance(result, (list, tuple)) or len(result) != n:
-            got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
-            raise self._error("worker", lane, work.lineage, TypeError(f"worker returned {got} outputs for {n} inputs"))
-        if self.op.traits.fanout == "one":
-            if None not in result:  # fast path: nothing dropped
-                out = Records(list(result), work.keys, work.lineage, work.dropped)
-            else:
-                out = Records([], [], [], list(work.dropped))
-                for r, k, lin in zip(result, work.keys, work.lineage):
-                    if r is None:
-                        out.dropped.append(lin)
-                    else:
-                        out.payloads.append(r)
-                        out.keys.append(k)
-                        out.lineage.append(lin)
-        else:
-            out = Records([], [], [], list(work.dropped))
-            for rs, k, lin in zip(result, work.keys, work.lineage):
-                if len(rs) == 1:
-                    out.payloads.append(rs[0])
-                    out.keys.append(k)
-                    out.lineage.append(lin)
-                elif not rs:
-                    out.dropped.append(lin)
-                else:
-                    out.payloads.extend(rs)
-                    out.keys.extend(mix64(k, j + 1) for j in range(len(rs)))
-                    out.lineage.extend([lin] * len(rs))
-        bad = next((p for p in out.payloads if not isinstance(p, dict)), None)
-        if bad is not None:
-            raise self._error(
-                "worker", lane, work.lineage, TypeError(f"worker output must be a dict, got {type(bad).__name__}")
-            )
-        return out if (out.payloads or out.dropped) else None
+        try:
+            return materialize(self.op.traits.fanout, result, work)
+        except TypeError as exc:
+            raise self._error("worker", lane, work.lineage, exc) from exc
 
     def join(self, timeout: float) -> None:
         for t in self.threads:
             if t.ident is not None:
                 t.join(timeout)
+
+
+def materialize(fanout: str, result: Any, work: Work) -> Records | None:
+    """Turn a worker's result for ``work`` into records: keys, lineage and tombstones per slot.
+
+    Raises:
+        TypeError: the result does not match the work item's slots or holds non-dict payloads.
+    """
+    n = len(work.keys)
+    if not isinstance(result, (list, tuple)) or len(result) != n:
+        got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
+        raise TypeError(f"worker returned {got} outputs for {n} inputs")
+    if fanout == "one":
+        if None not in result:  # fast path: nothing dropped
+            out = Records(list(result), work.keys, work.lineage, work.dropped)
+        else:
+            out = Records([], [], [], list(work.dropped))
+            for r, k, lin in zip(result, work.keys, work.lineage):
+                if r is None:
+                    out.dropped.append(lin)
+                else:
+                    out.payloads.append(r)
+                    out.keys.append(k)
+                    out.lineage.append(lin)
+    else:
+        out = Records([], [], [], list(work.dropped))
+        for rs, k, lin in zip(result, work.keys, work.lineage):
+            if len(rs) == 1:
+                out.payloads.append(rs[0])
+                out.keys.append(k)
+                out.lineage.append(lin)
+            elif not rs:
+                out.dropped.append(lin)
+            else:
+                out.payloads.extend(rs)
+                out.keys.extend(mix64(k, j + 1) for j in range(len(rs)))
+                out.lineage.extend([lin] * len(rs))
+    bad = next((p for p in out.payloads if not isinstance(p, dict)), None)
+    if bad is not None:
+        raise TypeError(f"worker output must be a dict, got {type(bad).__name__}")
+    return out if (out.payloads or out.dropped) else None

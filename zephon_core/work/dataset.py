@@ -56,7 +56,7 @@ class Dataset:
         from zephon_core.plugins import get_plugin_manager
 
         registry = get_plugin_manager().registry
-        fmt = format or registry.detect_format(path)
+        fmt = format or registry.detect_format(path, options.get("storage_options"))
         reader = registry.make_reader(fmt, path, **options)
         return cls(name, reader, format=fmt)
 

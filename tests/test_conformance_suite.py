@@ -1,0 +1,97 @@
+"""The conformance suite passes every built-in operator and rejects every broken one by rule."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.broken_operators import BROKEN
+
+ROOT = Path(__file__).resolve().parents[1]
+S = "zephon_core.conformance.samples"
+
+
+def _pytest(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfs", "-p", "no:cacheprovider", "--zephon-examples=2", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+
+
+BUILTINS = {
+    "map_transform": {"$args": [{"$callable": f"{S}:upper_or_drop"}]},
+    "flat_map": {"$args": [{"$callable": f"{S}:split_sentences"}]},
+    "stateful_transform": {
+        "$args": ["words"],
+        "init_state": {"$callable": f"{S}:words_init"},
+        "push": {"$callable": f"{S}:words_push"},
+        "flush": {"$callable": f"{S}:words_flush"},
+        "transform": {"$callable": f"{S}:words_transform"},
+    },
+    "shuffle": {"buffer_size": 16, "seed": 3},
+    "batch": {"$args": [4]},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_no_code_mode_passes_builtin(name):
+    out = _pytest(
+        "--pyargs",
+        "zephon_core.conformance",
+        f"--zephon-operator={name}",
+        f"--zephon-config={json.dumps(BUILTINS[name])}",
+        "-k",
+        "Operator",
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert re.search(r"\d+ passed", out.stdout)
+
+
+def test_no_code_mode_without_options_skips_cleanly():
+    out = _pytest("--pyargs", "zephon_core.conformance", "-k", "listing or parallelism")
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert "pass --zephon-operator=NAME" in out.stdout and "pass --zephon-reader=NAME" in out.stdout
+
+
+@pytest.mark.slow
+def test_suite_rejects_every_broken_operator_naming_the_rule(tmp_path):
+    assert len(BROKEN) >= 8
+    lines = [
+        "import functools, pytest",
+        "from zephon_core.conformance import OperatorConformance",
+        "from zephon_core.conformance.samples import text_records",
+        "import tests.broken_operators as b",
+    ]
+    for cls in BROKEN:
+        lines += [
+            f"class Test{cls.__name__}(OperatorConformance):",
+            "    @pytest.fixture",
+            "    def operator_factory(self):",
+            f"        return b.{cls.__name__}",
+            "    @pytest.fixture",
+            "    def sample_records(self):",
+            "        return text_records(240)",
+        ]
+    test_file = tmp_path / "test_broken.py"
+    test_file.write_text("\n".join(lines) + "\n")
+    out = _pytest(str(test_file), "-p", "no:randomly", "--rootdir", str(tmp_path))
+    failed = [line for line in out.stdout.splitlines() if line.startswith("FAILED")]
+    for cls, rule_no in BROKEN.items():
+        mine = [line for line in failed if f"Test{cls.__name__}::" in line]
+        assert mine, f"{cls.__name__} passed the suite:\n{out.stdout[-3000:]}"
+        assert any(f"[rule {rule_no}:" in line for line in mine), (
+            f"{cls.__name__} was rejected, but not for rule {rule_no}:\n" + "\n".join(mine)
+        )

@@ -1,0 +1,65 @@
+"""No-code mode: test any installed operator or reader by its registered name.
+
+pytest --pyargs zephon_core.conformance --zephon-operator=shuffle --zephon-config='{"buffer_size": 16}'
+pytest --pyargs zephon_core.conformance --zephon-reader=parquet --zephon-path=/data/ds
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import pytest
+
+from zephon_core.conformance.operators import OperatorConformance
+from zephon_core.conformance.readers import ReaderConformance
+from zephon_core.ops.contract import Operator
+from zephon_core.plugins import get_plugin_manager, load_object
+
+
+def _resolve(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$callable"}:
+            return load_object(value["$callable"])
+        return {k: _resolve(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v) for v in value]
+    return value
+
+
+def make_registered(name: str, config_json: str, parallelism: int = 1, runner: str | None = None) -> Operator:
+    """Build a registered operator from its name and JSON keyword arguments (picklable via partial)."""
+    factory = get_plugin_manager().registry.get("operator", name).load()
+    kwargs = _resolve(json.loads(config_json))
+    args = kwargs.pop("$args", [])
+    if name == "batch":
+        return factory(*args, **kwargs)
+    return factory(*args, parallelism=parallelism, runner=runner, **kwargs)
+
+
+class TestRegisteredOperator(OperatorConformance):
+    @pytest.fixture
+    def operator_factory(self, request):
+        name = request.config.getoption("zephon_operator")
+        if not name:
+            pytest.skip("pass --zephon-operator=NAME to test a registered operator")
+        return functools.partial(make_registered, name, request.config.getoption("zephon_config"))
+
+    @pytest.fixture
+    def upstream(self, request):
+        spec = json.loads(request.config.getoption("zephon_upstream"))
+        return [functools.partial(make_registered, n, json.dumps(kw)) for n, kw in spec]
+
+
+class TestRegisteredReader(ReaderConformance):
+    @pytest.fixture
+    def reader_path(self, request):
+        path = request.config.getoption("zephon_path")
+        if not request.config.getoption("zephon_reader") or not path:
+            pytest.skip("pass --zephon-reader=NAME --zephon-path=PATH to test a registered reader")
+        return path
+
+    @pytest.fixture
+    def reader_format(self, request):
+        return request.config.getoption("zephon_reader")
