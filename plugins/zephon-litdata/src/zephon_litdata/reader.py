@@ -18,7 +18,7 @@ from zephon_core.storage import Storage, call_with_retry, split_storage_options
 from zephon_litdata import chunks as ck
 from zephon_litdata.codecs import zstd_decompress
 from zephon_litdata.files import MappedFiles
-from zephon_litdata.layout import INDEX_FILE, Layout, parse_layout
+from zephon_litdata.layout import INDEX_FILE, ChunkEntry, Layout, parse_layout
 from zephon_litdata.leaves import Decoder, UnsupportedFormat, decoder_for, flat_dtype
 from zephon_litdata.lru import ByteLRU
 from zephon_litdata.treespec import Unflatten, UnsupportedSpec, compile_spec
@@ -122,27 +122,28 @@ class LitDataReader(Reader):
 
     # -- the Reader contract ------------------------------------------------------------------------
     def shards(self) -> list[ShardInfo]:
+        return [ShardInfo(c.filename, self._count(c)) for c in self.layout.chunks]
+
+    def _count(self, entry: ChunkEntry) -> int:
+        """Samples in a chunk: its items, or its whole token blocks for TokensLoader data."""
         if self.layout.loader == "TokensLoader":
-            bs = int(self.block_size or 1)
-            return [ShardInfo(c.filename, int(c.dim or 0) // bs) for c in self.layout.chunks]
-        return [ShardInfo(c.filename, c.items) for c in self.layout.chunks]
+            return int(entry.dim or 0) // int(self.block_size or 1)
+        return entry.items
 
     def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
         entry = self._entry(shard)
         what = f"litdata chunk {entry.filename!r} (shard {shard})"
         idx = np.asarray(indices, dtype=np.int64)
-        limit = (
-            entry.items if self.layout.loader != "TokensLoader" else int(entry.dim or 0) // int(self.block_size or 1)
-        )
+        limit = self._count(entry)
         if idx.size and (idx.min() < 0 or idx.max() >= limit):
             bad = int(idx[(idx < 0) | (idx >= limit)][0])
             raise ReaderError(f"{what}: sample index {bad} out of range (chunk has {limit})")
         state = self._open(shard)
-        if isinstance(state, ck.ArrowRows):
-            return self._arrow_rows(state, idx)
         if isinstance(state, np.ndarray):
             return self._token_blocks(state, idx)
         try:
+            if isinstance(state, ck.ArrowRows):
+                return self._arrow_rows(state, idx)
             if isinstance(state, ck.Framed):
                 return self._framed_items(shard, state, idx, what)
             return self._classic_items(state, idx, what)
@@ -180,7 +181,7 @@ class LitDataReader(Reader):
         self._frames.clear()
 
     # -- chunks -------------------------------------------------------------------------------------
-    def _entry(self, shard: int) -> Any:
+    def _entry(self, shard: int) -> ChunkEntry:
         if not 0 <= shard < len(self.layout.chunks):
             raise ReaderError(
                 f"litdata dataset {self.path!r}: shard {shard} out of range ({len(self.layout.chunks)} chunks)"
@@ -236,24 +237,24 @@ class LitDataReader(Reader):
         return value if isinstance(value, dict) else {self.item_key: value}
 
     def _classic_items(self, state: ck.Classic, idx: np.ndarray, what: str) -> list[dict[str, Any]]:
-        buf, offsets = state.buf, state.offsets
-        per_sample = self.layout.level == "sample"
-        out = []
-        for i in idx.tolist():
-            raw = buf[offsets[i] : offsets[i + 1]]
-            if per_sample:
-                raw = memoryview(zstd_decompress(raw, None, what=f"{what}, item {i}"))
-            out.append(self._sample(raw))
-        return out
+        buf, sample = state.buf, self._sample
+        # Offsets as Python ints, computed for all requested items at once: per-item numpy indexing
+        # would cost more than decoding a small item.
+        spans = zip(state.offsets[idx].tolist(), state.offsets[idx + 1].tolist())
+        if self.layout.level != "sample":
+            return [sample(buf[a:b]) for a, b in spans]
+        return [
+            sample(memoryview(zstd_decompress(buf[a:b], None, what=f"{what}, item {i}")))
+            for i, (a, b) in zip(idx.tolist(), spans)
+        ]
 
     def _framed_items(self, shard: int, state: ck.Framed, idx: np.ndarray, what: str) -> list[dict[str, Any]]:
-        offsets, frames, rows = state.offsets, state.frames, state.frame_rows
+        offsets, frames = state.offsets, idx // state.frame_rows
+        base = offsets[state.frames["first"][frames]]
+        starts, ends = (offsets[idx] - base).tolist(), (offsets[idx + 1] - base).tolist()
         out = []
-        for i in idx.tolist():
-            f = i // rows
-            data = self._frame(shard, state, f, what)
-            base = offsets[frames[f]["first"]]
-            out.append(self._sample(data[offsets[i] - base : offsets[i + 1] - base]))
+        for f, a, b in zip(frames.tolist(), starts, ends):
+            out.append(self._sample(self._frame(shard, state, f, what)[a:b]))
         return out
 
     def _frame(self, shard: int, state: ck.Framed, f: int, what: str) -> memoryview:
