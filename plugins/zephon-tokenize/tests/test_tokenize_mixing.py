@@ -1,0 +1,155 @@
+"""Token-aware mixing: calibration, frozen estimates, shares over 1M tokens, ensure_mixture."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from corpus_text import english, grouped, records, two_sources
+from zephon_tokenize import EnsureMixture, Tokenize, gpt2_tokenizer
+
+from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+
+TARGET = {"short": 0.5, "long": 0.5}
+
+
+def short_and_long(
+    weight_by: str, exhaustion: str = "repeat", chunk_size: int = 256, n: int | None = None
+) -> StaticMixtureWorkSource:
+    """English documents, and runs of four of them: documents 4x longer on average."""
+    s = english()[:n]
+    return StaticMixtureWorkSource(
+        [
+            Dataset.from_records("short", records(s), shard_size=500),
+            Dataset.from_records("long", records(grouped(s, 4)), shard_size=200),
+        ],
+        mixture=MixtureSpec(TARGET),
+        chunk_size=chunk_size,
+        exhaustion=exhaustion,  # type: ignore[arg-type]
+        weight_by=weight_by,  # type: ignore[arg-type]
+        seed=11,
+    )
+
+
+def count_collate(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    return {"num_tokens": np.array([r["num_tokens"] for r in rows], dtype=np.int64)}
+
+
+@pytest.fixture(scope="module")
+def exact_means() -> dict[str, float]:
+    tok = gpt2_tokenizer()
+    s = english()
+    return {
+        name: float(np.mean([len(e.ids) + 1 for e in tok.encode_batch(list(texts))]))
+        for name, texts in (("short", s), ("long", grouped(s, 4)))
+    }
+
+
+def token_shares(weight_by: str, min_tokens: int = 1_000_000) -> tuple[np.ndarray, float]:
+    ws = short_and_long(weight_by)
+    pipe = Pipeline(ws).tokenize(tokenizer_id="gpt2", parallelism=2).batch(microbatch_size=256, collate=count_collate)
+    tokens = np.zeros(2)
+    with pipe as p:
+        for b in p:
+            comp = [ws.dataset_index(lin[0]) for lin in b.lineage]
+            np.add.at(tokens, comp, b.data["num_tokens"])
+            if tokens.sum() >= min_tokens:
+                break
+    return tokens / tokens.sum(), float(tokens.sum())
+
+
+def test_calibration_is_close_to_the_exact_mean(exact_means):
+    ws = short_and_long("tokens")
+    Tokenize(tokenizer_id="gpt2").prepare(ws)
+    assert ws.tokens_per_sample is not None
+    for name, exact in exact_means.items():
+        assert ws.tokens_per_sample[name] == pytest.approx(exact, rel=0.02)
+    assert exact_means["long"] / exact_means["short"] == pytest.approx(4, rel=0.1)
+
+
+def test_calibration_is_identical_on_every_rank_and_frozen_in_the_checkpoint():
+    a, b = short_and_long("tokens"), short_and_long("tokens")
+    Tokenize(tokenizer_id="gpt2", parallelism=2).prepare(a)
+    Tokenize(tokenizer_id="gpt2").prepare(b)
+    assert a.tokens_per_sample == b.tokens_per_sample  # bit-identical, not just close
+
+    restored = short_and_long("tokens")
+    restored.load_state_dict({"tokens_per_sample": {"short": 10.0, "long": 20.0}})
+    Tokenize(tokenizer_id="gpt2").prepare(restored)  # keeps what the checkpoint froze
+    assert restored.tokens_per_sample == {"short": 10.0, "long": 20.0}
+
+    pipe = Pipeline(short_and_long("tokens")).tokenize(tokenizer_id="gpt2").batch(64, collate=count_collate)
+    with pipe as p:
+        next(iter(p))
+        state = p.state_dict()
+    assert state["source"]["tokens_per_sample"] == a.tokens_per_sample
+
+
+def test_sample_level_is_off_by_the_length_ratio_token_aware_hits_the_target(exact_means):
+    by_samples, n1 = token_shares("samples")
+    by_tokens, n2 = token_shares("tokens")
+    assert min(n1, n2) >= 1_000_000
+    expected = exact_means["short"] / (exact_means["short"] + exact_means["long"])  # about 1/5
+    print(
+        f"\nshort share: samples {by_samples[0]:.4f} (predicted {expected:.4f}), tokens {by_tokens[0]:.4f}, target 0.5"
+    )
+    assert by_samples[0] == pytest.approx(expected, abs=0.01)
+    assert abs(by_samples[0] - 0.5) > 0.25
+    assert abs(by_tokens[0] - 0.5) < 0.01
+    assert abs(by_tokens[1] - 0.5) < 0.01
+
+
+def _window_rows(ws: StaticMixtureWorkSource, mix: bool, lanes: int, k: int) -> list[list[tuple[int, int, int]]]:
+    """Per lane: (window, dataset, tokens) of every record in delivery order (documents split at 64)."""
+    pipe = Pipeline(ws).tokenize(tokenizer_id="gpt2", parallelism=2, max_length=64, split_long_samples=True)
+    if mix:
+        pipe = pipe.ensure_mixture()
+    pipe = pipe.batch(microbatch_size=1, collate=count_collate).options(lanes=lanes, flush_every_k_chunks=k)
+    out: list[list[tuple[int, int, int]]] = [[] for _ in range(lanes)]
+    with pipe as p:
+        for b in p:
+            sid = b.lineage[0][0]
+            window = ((sid >> 16) // lanes) // k
+            out[b.lane].append((window, ws.dataset_index(sid), int(b.data["num_tokens"][0])))
+    return out
+
+
+def _block_deviation(rows: list[tuple[int, int, int]], block: int = 2048) -> float:
+    """Mean |share of dataset 0 - 0.5| over consecutive blocks of about ``block`` tokens."""
+    devs, acc = [], np.zeros(2)
+    for _, d, n in rows:
+        acc[d] += n
+        if acc.sum() >= block:
+            devs.append(abs(acc[0] / acc.sum() - 0.5))
+            acc[:] = 0
+    return float(np.mean(devs))
+
+
+def test_ensure_mixture_only_reorders_within_windows_and_smooths_the_mix():
+    # Documents are split into pieces of at most 64 tokens, so a long document arrives as a burst
+    # of pieces from one dataset: the reordering spreads such bursts out. (It cannot change the
+    # composition of a window, which the source's token-aware schedule sets.)
+    ws = short_and_long("tokens", exhaustion="stop", chunk_size=64, n=8000)
+    plain = _window_rows(ws, mix=False, lanes=1, k=4)
+    mixed = _window_rows(ws, mix=True, lanes=1, k=4)
+    for a, b in zip(plain, mixed):
+        assert sorted(a) == sorted(b), "the same records, only in another order"
+        windows = [w for w, _, _ in b]
+        assert windows == sorted(windows), "a window is drained at its flush sentinel"
+        for w in set(windows):
+            assert sorted(r for r in a if r[0] == w) == sorted(r for r in b if r[0] == w)
+    before, after = _block_deviation(plain[0]), _block_deviation(mixed[0])
+    print(f"\nmean |share - target| per 2048-token block: {before:.4f} without, {after:.4f} with ensure_mixture")
+    assert after < 0.75 * before
+
+
+def test_ensure_mixture_needs_the_source():
+    with pytest.raises(Exception, match="prepare"):
+        EnsureMixture().new_accumulator(0)
+
+
+def test_two_sources_helper_runs_token_aware():
+    ws = two_sources(exhaustion="stop")
+    Tokenize(tokenizer_id="gpt2").prepare(ws)
+    assert set(ws.tokens_per_sample or {}) == {"english", "technical"}
