@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -87,11 +88,17 @@ def test_suite_rejects_every_broken_operator_naming_the_rule(tmp_path):
         ]
     test_file = tmp_path / "test_broken.py"
     test_file.write_text("\n".join(lines) + "\n")
-    out = _pytest(str(test_file), "-p", "no:randomly", "--rootdir", str(tmp_path))
-    failed = [line for line in out.stdout.splitlines() if line.startswith("FAILED")]
+    report = tmp_path / "report.xml"
+    out = _pytest(str(test_file), "--rootdir", str(tmp_path), f"--junitxml={report}")
+    assert report.exists(), out.stdout[-3000:] + out.stderr[-3000:]
+    failures: dict[str, list[str]] = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        for failure in case.findall("failure"):
+            cls = case.get("classname", "").rsplit(".", 1)[-1]
+            failures.setdefault(cls, []).append(f"{case.get('name')}: {failure.get('message', '')[:300]}")
     for cls, rule_no in BROKEN.items():
-        mine = [line for line in failed if f"Test{cls.__name__}::" in line]
+        mine = failures.get(f"Test{cls.__name__}", [])
         assert mine, f"{cls.__name__} passed the suite:\n{out.stdout[-3000:]}"
-        assert any(f"[rule {rule_no}:" in line for line in mine), (
+        assert any(f"[rule {rule_no}:" in m for m in mine), (
             f"{cls.__name__} was rejected, but not for rule {rule_no}:\n" + "\n".join(mine)
         )

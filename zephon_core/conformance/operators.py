@@ -123,8 +123,21 @@ def _run(subject: Subject, **kw: Any) -> list[str]:
 
 def _subprocess_main(path: str) -> None:
     """Entry point of the fresh-interpreter check (runs ``python -c`` with another hash seed)."""
+    import importlib
+    import importlib.util
+
     with open(path, "rb") as f:  # written by the suite itself moments ago, never user input
-        module_file, factory, upstream, records = pickle.load(f)
+        module_name, module_file, blob = pickle.load(f)
+    if module_name and module_file:
+        try:
+            importlib.import_module(module_name)
+        except ImportError:  # a test module pytest imported by path: load it the same way
+            spec = importlib.util.spec_from_file_location(module_name, module_file)
+            if spec is not None and spec.loader is not None:
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[module_name] = module
+                spec.loader.exec_module(module)
+    factory, upstream, records = pickle.loads(blob)
     subject = Subject(factory, records, upstream, Capabilities())
     print(json.dumps(_run(subject, runner="inline")))
 
@@ -283,10 +296,13 @@ class OperatorConformance:
     def test_fresh_interpreters_agree(self, subject, baseline, tmp_path):
         if not subject.caps.subprocess_factory:
             pytest.skip("operator factory cannot be rebuilt in a fresh interpreter (Capabilities.subprocess_factory)")
-        mod = sys.modules.get(getattr(subject.factory, "__module__", ""), None)
-        payload = (getattr(mod, "__file__", None), subject.factory, subject.upstream, subject.records)
+        module_name = getattr(subject.factory, "__module__", None) or getattr(
+            getattr(subject.factory, "func", None), "__module__", None
+        )
+        mod = sys.modules.get(module_name or "", None)
         try:
-            blob = pickle.dumps(payload)
+            inner = pickle.dumps((subject.factory, subject.upstream, subject.records))
+            blob = pickle.dumps((module_name, getattr(mod, "__file__", None), inner))
         except Exception as exc:
             pytest.skip(f"operator factory does not pickle ({exc}); use a module-level function or functools.partial")
         path = tmp_path / "subject.pkl"
