@@ -27,3 +27,10 @@ def slow_identity(payload: dict[str, Any]) -> dict[str, Any]:
 
 def returns_list(payload: dict[str, Any]) -> Any:
     return [payload]
+
+
+def jitter(payload: dict[str, Any]) -> dict[str, Any]:
+    """Sleep a random few hundred microseconds (timing only; the output is the input)."""
+    if os.urandom(1)[0] < 24:
+        time.sleep(os.urandom(1)[0] / 100_000)
+    return payload
