@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
+from tests import helpers
 from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource
 from zephon_core.conformance.harness import run_global
 from zephon_core.hashing import hash_arrays
-from tests import helpers
 
 
 def _source(n: int = 50_000) -> StaticMixtureWorkSource:
