@@ -6,6 +6,7 @@ import json
 import pickle
 import shutil
 import sys
+from pathlib import Path
 
 import fsspec
 import numpy as np
@@ -143,3 +144,29 @@ def test_pytree_chunks_need_no_pyarrow(data_dir, monkeypatch, expected, tagger):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     ds = Dataset.from_path("x", str(data_dir / "pytree_zstd_sample"))
     assert [tagger(r) for r in ds.reader.read(0, np.arange(4))] == expected("pytree_zstd_sample")["samples"][:4]
+
+
+@pytest.mark.parametrize("variant", ["pytree_zstd_chunk", "pytree_zstd_batch", "arrow_rows_zstd", "tokens"])
+def test_s3_through_the_node_cache(variant, data_dir, expected, tagger, tmp_path):
+    """Chunks on a real S3 API (moto on loopback) are downloaded once into the node cache and read."""
+    pytest.importorskip("moto")
+    pytest.importorskip("s3fs")
+    root = str(Path(__file__).resolve().parents[3])
+    if root not in sys.path:
+        sys.path.insert(0, root)  # the kernel's test helpers (tests.s3server)
+    from tests.s3server import moto_s3
+
+    exp = expected(variant)
+    with moto_s3() as s3:
+        s3.upload_dir(str(data_dir / variant), variant)
+        ds = Dataset.from_path(
+            variant,
+            s3.url(variant),
+            storage_options=s3.storage_options,
+            cache_dir=str(tmp_path / "cache"),
+            **_options(exp),
+        )
+        assert ds.format == "litdata"
+        rows = [r for s, info in enumerate(ds.shards) for r in ds.reader.read(s, np.arange(info.num_samples))]
+    assert [tagger(r) for r in rows] == exp["samples"]
+    assert any((tmp_path / "cache" / "shards").iterdir()), "remote chunks go through the node cache"

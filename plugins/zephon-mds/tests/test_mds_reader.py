@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+import sys
 from decimal import Decimal
+from pathlib import Path
 
 import fsspec
 import numpy as np
@@ -110,3 +112,24 @@ def test_verify_hashes_checks_a_good_dataset(data_dir):
 
 def test_verify_hashes_without_recorded_hashes_is_a_no_op(data_dir):
     assert Dataset.from_path("x", str(data_dir / "plain"), verify_hashes=True).reader.check() > 0
+
+
+@pytest.mark.parametrize("variant", ["plain", "zstd", "gz"])
+def test_s3_through_the_node_cache(variant, data_dir, expected, tagger, tmp_path):
+    """Shards on a real S3 API (moto on loopback) are downloaded once into the node cache and read."""
+    pytest.importorskip("moto")
+    pytest.importorskip("s3fs")
+    root = str(Path(__file__).resolve().parents[3])
+    if root not in sys.path:
+        sys.path.insert(0, root)  # the kernel's test helpers (tests.s3server)
+    from tests.s3server import moto_s3
+
+    with moto_s3() as s3:
+        s3.upload_dir(str(data_dir / variant), variant)
+        ds = Dataset.from_path(
+            variant, s3.url(variant), storage_options=s3.storage_options, cache_dir=str(tmp_path / "cache")
+        )
+        assert ds.format == "mds"
+        rows = [r for s, info in enumerate(ds.shards) for r in ds.reader.read(s, np.arange(info.num_samples))]
+    assert [tagger(r) for r in rows] == expected(variant)["samples"]
+    assert any((tmp_path / "cache" / "shards").iterdir()), "remote shards go through the node cache"
