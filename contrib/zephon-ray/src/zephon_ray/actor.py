@@ -1,0 +1,55 @@
+"""The Ray actor that hosts one copy of an operator's worker function.
+
+This module is imported inside Ray worker processes, so it imports nothing but the standard
+library and ``zephon_core.ops.contract`` (for :class:`ItemFailure`), and never Ray itself: the
+class becomes an actor through ``ray.remote(WorkerActor)`` on the driver.
+
+The function arrives once, as pickled bytes, when the actor is created; afterwards a call carries
+only its task. Failures are returned as data instead of raised, because a Ray task error is a
+traceback-bearing wrapper whose message and type the stage could not use to name the failing
+sample; a plain tuple keeps the original type name, message and :class:`ItemFailure` index.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+from typing import Any
+
+from zephon_core.ops.contract import ItemFailure
+
+Outcome = tuple[bool, Any]
+"""``(True, result)`` or ``(False, (type name, message, traceback, item index or None))``."""
+
+
+def describe_failure(exc: BaseException) -> tuple[str, str, str, int | None]:
+    """The parts of a worker exception the driver needs, as plain picklable data."""
+    index = exc.index if isinstance(exc, ItemFailure) else None
+    return type(exc).__name__, str(exc), traceback.format_exc(), index
+
+
+class WorkerActor:
+    """One worker of one operator: loads the function once, then runs tasks one at a time."""
+
+    def __init__(self, fn_bytes: bytes, label: str) -> None:
+        from ray import cloudpickle  # the serializer that pickled the function on the driver
+
+        self._label = label
+        self._fn: Any = None
+        self._load_error: str | None = None
+        try:
+            self._fn = cloudpickle.loads(fn_bytes)
+        except BaseException as exc:  # reported by ready(), so the driver can name the operator
+            self._load_error = f"{type(exc).__name__}: {exc}"
+
+    def ready(self) -> tuple[int, str, str | None]:
+        """``(pid, host, load error)``: the driver dispatches to this actor only after this returns."""
+        return os.getpid(), socket.gethostname(), self._load_error
+
+    def run(self, task: Any) -> Outcome:
+        """Run the worker function on ``task``; never raises, so a failure keeps its details."""
+        try:
+            return True, self._fn(task)
+        except BaseException as exc:  # the stage decides; this actor keeps serving
+            return False, describe_failure(exc)
