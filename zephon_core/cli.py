@@ -36,9 +36,26 @@ def _index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _installed_demos() -> dict[str, object]:
+    """Demos registered by installed packages under the ``zephon.demos`` entry-point group."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group="zephon.demos")}
+
+
 def _demo(args: argparse.Namespace) -> int:
+    demos = _installed_demos()
+    if not args.kernel and demos:
+        name = args.name or ("text" if "text" in demos else sorted(demos)[0])
+        if name not in demos:
+            print(f"zephon: error: no demo {name!r}; installed: {', '.join(sorted(demos))}", file=sys.stderr)
+            return 2
+        main = demos[name].load()  # type: ignore[attr-defined]
+        return int(main(["--quick"] if args.quick else []))
     from zephon_core import demo
 
+    if not args.kernel:
+        print("(install zephon-demo for the full text pipeline: tokenize, pack, token-aware mixing)")
     return 0 if demo.run(lanes=args.lanes, quick=args.quick) else 1
 
 
@@ -54,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=_index)
     p = sub.add_parser("demo", help="run the demo pipeline and check its determinism")
     p.add_argument("--lanes", type=int, default=4)
-    p.add_argument("--quick", action="store_true", help="smaller corpus")
+    p.add_argument("--quick", action="store_true", help="a shorter run")
+    p.add_argument("--kernel", action="store_true", help="the kernel-only demo (no plugins needed)")
+    p.add_argument("--name", help="which installed demo to run (default: text)")
     p.set_defaults(fn=_demo)
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,1 @@
+"""Zephon's main demo (see :mod:`zephon_demo.text`)."""
