@@ -1,0 +1,31 @@
+"""Zephon for PyTorch: elastically deterministic global batches on real ``torch.distributed`` ranks.
+
+``ZephonLoader`` turns a Zephon pipeline into this data-parallel rank's share of every global
+batch, as tensors that share memory with the pipeline's numpy arrays; it is a
+``torch.distributed.checkpoint`` ``Stateful`` whose state resumes on any data-parallel size that
+divides the pipeline's lanes.
+"""
+
+from __future__ import annotations
+
+from zephon_torch.checkpoint import gather_checkpoint, load_checkpoint, save_checkpoint
+from zephon_torch.errors import RankFailureError
+from zephon_torch.hashing import gather_global_batch_hash
+from zephon_torch.loader import GlobalStep, ZephonLoader
+from zephon_torch.tensors import to_tensors
+from zephon_torch.topology import DataParallelInfo, resolve_data_parallel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DataParallelInfo",
+    "GlobalStep",
+    "RankFailureError",
+    "ZephonLoader",
+    "gather_checkpoint",
+    "gather_global_batch_hash",
+    "load_checkpoint",
+    "resolve_data_parallel",
+    "save_checkpoint",
+    "to_tensors",
+]
