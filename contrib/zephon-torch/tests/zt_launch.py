@@ -60,7 +60,7 @@ def launch(
     procs = []
     started = time.monotonic()
     for rank in range(world_size):
-        err = open(work / f"stderr{rank}.txt", "w")  # noqa: SIM115 - closed below
+        err = open(work / f"stderr{rank}.txt", "w")
         p = subprocess.Popen(
             [sys.executable, str(RANK_MAIN), str(work / "params.json")],
             env={**env, "RANK": str(rank)},
@@ -109,6 +109,4 @@ def check_ok(results: list[RankResult]) -> None:
     """Fail with every rank's stderr when any rank did not exit cleanly."""
     bad = [r for r in results if r.returncode != 0]
     if bad:
-        raise AssertionError(
-            "\n".join(f"rank {r.rank} exited {r.returncode}:\n{r.stderr[-4000:]}" for r in bad)
-        )
+        raise AssertionError("\n".join(f"rank {r.rank} exited {r.returncode}:\n{r.stderr[-4000:]}" for r in bad))

@@ -24,9 +24,8 @@ import torch.distributed.checkpoint as dcp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from zt_common import build  # noqa: E402
-
-from zephon_torch import RankFailureError, ZephonLoader, load_checkpoint, save_checkpoint  # noqa: E402
+from zephon_torch import RankFailureError, ZephonLoader, load_checkpoint, save_checkpoint
+from zt_common import build
 
 EXIT_RANK_FAILURE = 17
 
