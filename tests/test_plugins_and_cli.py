@@ -135,7 +135,7 @@ def test_cli_index_on_unknown_layout_is_a_clear_error(tmp_path):
 @pytest.mark.slow
 def test_cli_demo_passes_its_self_check():
     out = subprocess.run(
-        [sys.executable, "-m", "zephon_core.cli", "demo", "--quick"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "zephon_core.cli", "demo", "--kernel", "--quick"], capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "ALL GLOBAL BATCH HASHES MATCHED" in out.stdout

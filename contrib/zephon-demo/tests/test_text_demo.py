@@ -1,0 +1,27 @@
+"""`zephon demo` (the README's main command) runs the text pipeline and passes its self-check."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.slow
+def test_zephon_demo_quick(tmp_path):
+    env = dict(os.environ, ZEPHON_DEMO_DIR=str(tmp_path / "corpus"))
+    out = subprocess.run([sys.executable, "-m", "zephon_core.cli", "demo", "--quick"], capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    text = out.stdout
+    assert "ALL GLOBAL BATCH HASHES MATCHED" in text
+    assert "usable (non-padding) tokens/s" in text and "padding:" in text
+    shares = {}
+    for part in text.split("token shares: ")[1].splitlines()[0].split(", "):
+        name, pct = part.split()[:2]
+        shares[name] = float(pct.rstrip("%"))
+    assert abs(shares["plays"] - 70) < 3 and abs(shares["lines"] - 30) < 3, shares
+    assert (tmp_path / "corpus" / "plays-parquet" / "part-0.parquet").exists()
+    assert (tmp_path / "corpus" / "lines-jsonl" / "part-0.jsonl").exists()
