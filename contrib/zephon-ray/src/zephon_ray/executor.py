@@ -50,6 +50,16 @@ def _actor_class(ray: Any) -> Any:
     return _remote_class[0]
 
 
+def _settle(fut: Future[Any], value: Any = None, error: BaseException | None = None) -> None:
+    """Complete ``fut`` unless :meth:`RayExecutor.close` already did (a late Ray callback)."""
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(value)
+
+
 def serialize_worker(fn: WorkerFn, label: str) -> bytes:
     """Pickle ``fn`` with cloudpickle, or fail with a :class:`ConfigError` naming the operator.
 
@@ -137,9 +147,10 @@ class RayExecutor:
                 break
             if ev[0] == _TASK:
                 leftovers.append(ev[1])
-        for f in leftovers:
-            if not f.done():
-                f.cancel() or f.set_exception(ZephonError(f"operator {self._label!r}: the ray executor was closed"))
+        closed = ZephonError(f"operator {self._label!r}: the ray executor was closed")
+        for f in leftovers:  # an exception, not cancel(): concurrent.futures.wait() ignores plain cancels
+            if not f.done() and (f.running() or f.set_running_or_notify_cancel()):
+                f.set_exception(closed)
 
     # -- dispatcher thread -------------------------------------------------------------------------
     def _watch(self, ref: Any, kind: str, i: int, fut: Future[Any] | None = None) -> None:
@@ -218,16 +229,16 @@ class RayExecutor:
         except Exception as exc:
             if self._is_actor_death(exc):
                 self._dead[i] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                fut.set_exception(self._crash(i))
+                _settle(fut, error=self._crash(i))
                 return
             self._idle.append(i)  # a serialisation failure of the result: the actor is fine
-            fut.set_exception(RayWorkerError(type(exc).__name__, str(exc)))
+            _settle(fut, error=RayWorkerError(type(exc).__name__, str(exc)))
             return
         self._idle.append(i)
         if ok:
-            fut.set_result(value)
+            _settle(fut, value)
         else:
-            fut.set_exception(RayWorkerError(*value))
+            _settle(fut, error=RayWorkerError(*value))
 
     def _is_actor_death(self, exc: BaseException) -> bool:
         from ray.exceptions import RayActorError

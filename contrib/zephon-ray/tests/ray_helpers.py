@@ -1,0 +1,60 @@
+"""Worker functions for the Ray tests.
+
+The conftest registers this module with cloudpickle *by value*, so Ray workers (which cannot import
+a test folder) receive the functions' code with the pickle, the way a training script's own
+functions reach a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from zephon_core import Dataset, StaticMixtureWorkSource
+
+
+def numbers(n: int = 400, chunk_size: int = 16) -> StaticMixtureWorkSource:
+    """Records ``{"i": 0..n-1}`` in order, one dataset (sample i is ``nums[..., index i]``)."""
+    ds = Dataset.from_records("nums", [{"i": i} for i in range(n)], shard_size=50)
+    return StaticMixtureWorkSource([ds], chunk_size=chunk_size, seed=0, shuffle=False)
+
+
+def double(task: list[int]) -> list[int]:
+    return [2 * x for x in task]
+
+
+def fail_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
+    if payload["i"] == 7:
+        raise ValueError("seven is not allowed")
+    return payload
+
+
+def die_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
+    if payload["i"] == 7:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return payload
+
+
+def pid_task(task: Any) -> list[int]:
+    """Answers with the pid of the process that ran it (and dawdles, so tasks overlap)."""
+    time.sleep(0.2)
+    return [os.getpid()]
+
+
+def die_task(task: Any) -> Any:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class PidRecorder:
+    """A map function that writes its process id into ``folder`` and slows down a little."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def __call__(self, payload: dict[str, Any]) -> dict[str, Any]:
+        Path(self.folder, str(os.getpid())).touch()
+        time.sleep(0.002)
+        return payload

@@ -1,0 +1,177 @@
+"""The executor on its own: results, errors, crashes, start-up failures and clean shutdown."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from concurrent.futures import wait
+
+import psutil
+import pytest
+import ray_helpers
+
+from zephon_core import ConfigError, OperatorError, WorkerCrashedError
+from zephon_core.ops.contract import ItemFailure, apply_each
+from zephon_ray import RayRunner, RayWorkerError
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def _gone(pids: set[int], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_results_come_back_and_every_actor_works():
+    ex = RayRunner().start(ray_helpers.pid_task, 3, "pids")
+    try:
+        futs = [ex.submit(i) for i in range(9)]
+        done, _ = wait(futs, timeout=60)
+        assert len(done) == 9
+        pids = {f.result()[0] for f in futs}
+        assert len(pids) == 3, "the pool size is the parallelism, and idle actors all get work"
+        assert os.getpid() not in pids
+    finally:
+        ex.close()
+    assert _gone(pids), "close() must kill the actors"
+
+
+def test_worker_exception_keeps_message_and_item_index():
+    ex = RayRunner().start(lambda xs: apply_each(lambda x: 10 // x, xs), 1, "divide")
+    try:
+        assert ex.submit([1, 2, 5]).result(timeout=60) == [10, 5, 2]
+        with pytest.raises(RayWorkerError) as info:
+            ex.submit([1, 0, 2]).result(timeout=30)
+        assert info.value.index == 1
+        assert "ZeroDivisionError" in str(info.value)
+        assert "ZeroDivisionError" in info.value.remote_traceback
+
+        def boom(xs):
+            raise KeyError("missing field 'text'")
+
+        ex2 = RayRunner().start(boom, 1, "boom")
+        try:
+            with pytest.raises(RayWorkerError, match=r"KeyError: \"missing field 'text'\"") as info:
+                ex2.submit([1]).result(timeout=60)
+            assert info.value.index is None and info.value.type_name == "KeyError"
+        finally:
+            ex2.close()
+        # the actor survives a worker exception and keeps serving
+        assert ex.submit([10]).result(timeout=30) == [1]
+    finally:
+        ex.close()
+
+
+def test_item_failure_raised_directly_keeps_its_index():
+    def fn(xs):
+        raise ItemFailure(3, "ValueError: bad sample")
+
+    ex = RayRunner().start(fn, 1, "items")
+    try:
+        with pytest.raises(RayWorkerError) as info:
+            ex.submit([0, 1, 2, 3]).result(timeout=60)
+        assert info.value.index == 3 and str(info.value) == "ValueError: bad sample"
+    finally:
+        ex.close()
+
+
+def test_unpicklable_worker_names_the_operator():
+    lock = threading.Lock()
+
+    def fn(xs):
+        with lock:
+            return xs
+
+    with pytest.raises(ConfigError, match=r"operator 'tokenize'.*cannot be pickled for the ray runner.*lock"):
+        RayRunner().start(fn, 2, "tokenize")
+
+
+def test_lambdas_and_closures_work_through_cloudpickle():
+    offset = 5
+    ex = RayRunner().start(lambda xs: [x + offset for x in xs], 1, "closure")
+    try:
+        assert ex.submit([1, 2]).result(timeout=60) == [6, 7]
+    finally:
+        ex.close()
+
+
+def test_crashed_actor_is_a_worker_crashed_error_within_seconds():
+    ex = RayRunner().start(ray_helpers.die_task, 1, "crashy")
+    try:
+        t0 = time.monotonic()
+        first = ex.submit(1)
+        later = ex.submit(2)
+        with pytest.raises(WorkerCrashedError, match=r"Ray actor of operator 'crashy' died"):
+            first.result(timeout=60)
+        with pytest.raises(WorkerCrashedError, match=r"every Ray actor of operator 'crashy' died"):
+            later.result(timeout=10)
+        with pytest.raises(WorkerCrashedError):
+            ex.submit(3).result(timeout=10)
+        assert time.monotonic() - t0 < 30
+    finally:
+        ex.close()
+
+
+def test_actor_killed_from_outside_fails_its_task_quickly():
+    ex = RayRunner().start(ray_helpers.pid_task, 2, "victim")
+    try:
+        pids = {f.result(timeout=60)[0] for f in [ex.submit(i) for i in range(4)]}
+        victim = next(iter(pids))
+        futs = [ex.submit(i) for i in range(6)]
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        os.kill(victim, 9)
+        done, not_done = wait(futs, timeout=15)
+        assert not not_done, "no task may hang after an actor dies"
+        errors = [f.exception() for f in futs if f.exception() is not None]
+        assert errors and all(isinstance(e, WorkerCrashedError) for e in errors)
+        assert f"pid {victim}" in str(errors[0])
+        assert time.monotonic() - t0 < 10
+    finally:
+        ex.close()
+
+
+def test_function_that_workers_cannot_import_is_a_config_error(tmp_path):
+    (tmp_path / "driver_only_module.py").write_text("def ident(xs):\n    return xs\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import driver_only_module
+
+        ex = RayRunner().start(driver_only_module.ident, 1, "local_code")
+        try:
+            with pytest.raises(ConfigError, match=r"operator 'local_code'.*cannot load the worker function.*runtime_env"):
+                ex.submit([1]).result(timeout=60)
+        finally:
+            ex.close()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("driver_only_module", None)
+
+
+def test_actors_that_cannot_be_scheduled_fail_instead_of_hanging():
+    runner = RayRunner(actor_options={"resources": {"no_such_accelerator": 1}}, start_timeout=1.5)
+    ex = runner.start(ray_helpers.double, 2, "starved")
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(OperatorError, match=r"operator 'starved': 2 of 2 Ray actors did not start within 1.5 s"):
+            ex.submit([1]).result(timeout=30)
+        assert time.monotonic() - t0 < 10
+    finally:
+        ex.close()
+
+
+def test_close_fails_waiting_tasks_and_rejects_new_ones():
+    ex = RayRunner().start(ray_helpers.pid_task, 1, "closing")
+    futs = [ex.submit(i) for i in range(5)]
+    ex.close()
+    wait(futs, timeout=10)
+    assert all(f.done() for f in futs)
+    with pytest.raises(RuntimeError, match="closed"):
+        ex.submit(1)
+    ex.close()  # idempotent

@@ -1,0 +1,90 @@
+"""Failures inside Ray workers reach the training loop as clear errors, never as hangs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import ray_helpers
+
+from zephon_core import ConfigError, OperatorError, Pipeline, WorkerCrashedError
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+SAMPLE_SEVEN = "nums[shard 0 (memory-00000), index 7]"
+
+
+def test_worker_exception_names_operator_and_sample():
+    p = (
+        Pipeline(ray_helpers.numbers())
+        .map_transform(ray_helpers.fail_on_seven, parallelism=2, runner="ray")
+        .batch(4)
+        .options(runner="threads")
+    )
+    t0 = time.monotonic()
+    with p, pytest.raises(OperatorError) as info:
+        list(p)
+    msg = str(info.value)
+    assert "operator 'map_transform' (worker) failed" in msg
+    assert "seven is not allowed" in msg and "ValueError" in msg
+    assert SAMPLE_SEVEN in msg, "the ItemFailure index must narrow the error to the one failing sample"
+    assert time.monotonic() - t0 < 60
+
+
+def test_crashed_actor_surfaces_as_worker_crashed_error_within_seconds():
+    p = (
+        Pipeline(ray_helpers.numbers())
+        .map_transform(ray_helpers.die_on_seven, parallelism=2, runner="ray")
+        .batch(4)
+        .options(runner="threads")
+    )
+    with p:
+        it = iter(p)
+        t0 = time.monotonic()
+        with pytest.raises(WorkerCrashedError, match=r"Ray actor of operator 'map_transform' died"):
+            list(it)
+        assert time.monotonic() - t0 < 30  # includes starting the actors
+
+
+def test_actor_killed_mid_run_stops_the_pipeline_quickly(tmp_path):
+    folder = tmp_path / "pids"
+    folder.mkdir()
+    p = (
+        Pipeline(ray_helpers.numbers(20000, chunk_size=64))
+        .map_transform(ray_helpers.PidRecorder(str(folder)), parallelism=2, runner="ray")
+        .batch(8)
+        .options(runner="threads", lanes=2)
+    )
+    with p:
+        it = iter(p)
+        next(it)
+        victim = int(next(iter(Path(folder).iterdir())).name)
+        psutil.Process(victim).kill()
+        t0 = time.monotonic()
+        with pytest.raises(WorkerCrashedError, match=rf"died \(pid {victim}\)"):
+            for _ in it:
+                pass
+        assert time.monotonic() - t0 < 10
+
+
+def test_unpicklable_worker_is_a_config_error_naming_the_operator():
+    lock = threading.Lock()
+
+    def locked(payload):
+        with lock:
+            return payload
+
+    p = Pipeline(ray_helpers.numbers()).map_transform(locked).batch(4).options(runner="ray")
+    with pytest.raises(ConfigError, match=r"operator 'map_transform'.*cannot be pickled for the ray runner"):
+        iter(p)
+    p.close()
+
+
+def test_lambda_runs_on_ray():
+    p = Pipeline(ray_helpers.numbers(64)).map_transform(lambda r: {"j": r["i"] * 3}, runner="ray").batch(8)
+    with p.options(runner="threads") as run:
+        got = [int(x) for b in run for x in b.data["j"]]
+    assert got == [3 * i for i in range(64)]
