@@ -11,10 +11,10 @@ from concurrent.futures import wait
 import psutil
 import pytest
 import ray_helpers
+from zephon_ray import RayRunner, RayWorkerError
 
 from zephon_core import ConfigError, OperatorError, WorkerCrashedError
 from zephon_core.ops.contract import ItemFailure, apply_each
-from zephon_ray import RayRunner, RayWorkerError
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -127,7 +127,7 @@ def test_actor_killed_from_outside_fails_its_task_quickly():
         time.sleep(0.05)
         t0 = time.monotonic()
         os.kill(victim, 9)
-        done, not_done = wait(futs, timeout=15)
+        _, not_done = wait(futs, timeout=15)
         assert not not_done, "no task may hang after an actor dies"
         errors = [f.exception() for f in futs if f.exception() is not None]
         assert errors and all(isinstance(e, WorkerCrashedError) for e in errors)
@@ -145,7 +145,9 @@ def test_function_that_workers_cannot_import_is_a_config_error(tmp_path):
 
         ex = RayRunner().start(driver_only_module.ident, 1, "local_code")
         try:
-            with pytest.raises(ConfigError, match=r"operator 'local_code'.*cannot load the worker function.*runtime_env"):
+            with pytest.raises(
+                ConfigError, match=r"operator 'local_code'.*cannot load the worker function.*runtime_env"
+            ):
                 ex.submit([1]).result(timeout=60)
         finally:
             ex.close()

@@ -62,7 +62,9 @@ def two_rank_checkpoint(threads_hashes):
 @pytest.mark.slow
 def test_checkpoint_on_two_ranks_resumes_on_four(threads_hashes, two_rank_checkpoint):
     """World sizes 2 then 4 on Ray: together they must give the threads run's global batches."""
-    rest = run_global(_build, lanes=LANES, world_size=4, flush_every=FLUSH, runner="ray", resume=two_rank_checkpoint.state)
+    rest = run_global(
+        _build, lanes=LANES, world_size=4, flush_every=FLUSH, runner="ray", resume=two_rank_checkpoint.state
+    )
     got = two_rank_checkpoint.hashes + rest.hashes
     assert got == threads_hashes, _first_difference(threads_hashes, got)
 

@@ -13,7 +13,6 @@ from types import ModuleType
 from typing import Any
 
 from zephon_core.errors import ConfigError
-
 from zephon_ray.options import RayOptions
 
 _lock = threading.Lock()

@@ -31,7 +31,6 @@ from typing import Any
 
 from zephon_core.errors import ConfigError, OperatorError, WorkerCrashedError, ZephonError
 from zephon_core.ops.contract import WorkerFn
-
 from zephon_ray.actor import WorkerActor
 from zephon_ray.connect import ensure_ray
 from zephon_ray.errors import RayWorkerError

@@ -61,7 +61,9 @@ class RayOptions:
             if value is not None and not isinstance(value, Mapping):
                 raise ConfigError(f"ray runner: {name} must be a dict, got {type(value).__name__}")
         if "max_concurrency" in self.actor_options:
-            raise ConfigError("ray runner: actor_options may not set max_concurrency: each actor runs one task at a time")
+            raise ConfigError(
+                "ray runner: actor_options may not set max_concurrency: each actor runs one task at a time"
+            )
         if not isinstance(self.start_timeout, (int, float)) or self.start_timeout <= 0:
             raise ConfigError(f"ray runner: start_timeout must be a positive number, got {self.start_timeout!r}")
         return self

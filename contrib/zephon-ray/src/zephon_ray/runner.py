@@ -7,7 +7,6 @@ from typing import Any
 
 from zephon_core.hookspecs import hookimpl
 from zephon_core.ops.contract import WorkerFn
-
 from zephon_ray.options import RayOptions, check_keys, resolve
 
 
