@@ -38,12 +38,15 @@ def launch(
     timeout: float = 30.0,
     deadline: float = 240.0,
     kill: tuple[int, int] | None = None,
+    kill_signal: int = signal.SIGKILL,
 ) -> list[RankResult]:
-    """Run ``runs`` on ``world_size`` gloo ranks; optionally SIGKILL rank ``kill[0]`` after its step ``kill[1]``.
+    """Run ``runs`` on ``world_size`` gloo ranks; optionally signal rank ``kill[0]`` after its step ``kill[1]``.
 
     Args:
         timeout: the process group's and the loader's collective timeout (seconds).
         deadline: wall-clock limit for the whole launch; exceeding it is a test failure (a hang).
+        kill_signal: SIGKILL (a crash) or SIGSTOP (a rank that is alive but stuck; it is killed
+            once every other rank has ended).
     """
     tag = uuid.uuid4().hex[:8]
     work = tmp / f"launch-{tag}"
@@ -78,8 +81,10 @@ def launch(
             if kill and not killed:
                 prog = work / f"progress{kill[0]}.json"
                 if prog.exists() and json.loads(prog.read_text())["step"] >= kill[1]:
-                    os.kill(procs[kill[0]][0].pid, signal.SIGKILL)
+                    os.kill(procs[kill[0]][0].pid, kill_signal)
                     killed = True
+            if killed and kill and kill_signal == signal.SIGSTOP and len(ended) == world_size - 1:
+                procs[kill[0]][0].kill()
             for rank, (p, _) in enumerate(procs):
                 if rank not in ended and p.poll() is not None:
                     ended[rank] = time.monotonic() - started
