@@ -10,6 +10,9 @@ Public names (plugins import only these):
   are retried or reported.
 * :func:`read_manifest`, :func:`write_manifest`, :func:`check_listing` — the ``_zephon_manifest.json``
   that ``zephon index`` writes so a folder dataset knows which files it must contain.
+* :class:`MappedFiles` — read-only memory maps of a dataset's files (decompressed through the cache
+  when a reader gives a codec), kept open in a per-process LRU.
+* :class:`ByteLRU` — a thread-safe LRU bounded by bytes and entries for decoded state.
 * :func:`default_cache_dir`, :func:`default_cache_bytes`, :func:`parse_bytes` — configuration from
   options and the ``ZEPHON_CACHE_DIR`` / ``ZEPHON_CACHE_BYTES`` environment variables.
 """
@@ -19,7 +22,9 @@ from __future__ import annotations
 from zephon_core.storage.cache import CachedFile, ShardCache, cache_key
 from zephon_core.storage.config import DEFAULT_CACHE_BYTES, default_cache_bytes, default_cache_dir, parse_bytes
 from zephon_core.storage.location import FileInfo, LocalFile, Storage
+from zephon_core.storage.lru import ByteLRU
 from zephon_core.storage.manifest import MANIFEST, ManifestEntry, check_listing, read_manifest, write_manifest
+from zephon_core.storage.mapped import MappedFiles
 from zephon_core.storage.retry import call_with_retry, describe_error, is_permanent_error
 
 STORAGE_OPTIONS = (
@@ -43,6 +48,8 @@ def split_storage_options(options: dict[str, object]) -> tuple[dict[str, object]
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
+    "ByteLRU",
+    "MappedFiles",
     "MANIFEST",
     "STORAGE_OPTIONS",
     "CachedFile",

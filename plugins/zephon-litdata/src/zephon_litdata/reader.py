@@ -14,13 +14,11 @@ from typing import Any
 import numpy as np
 
 from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import Storage, call_with_retry, split_storage_options
+from zephon_core.storage import ByteLRU, MappedFiles, Storage, call_with_retry, split_storage_options
 from zephon_litdata import chunks as ck
-from zephon_litdata.codecs import zstd_decompress
-from zephon_litdata.files import MappedFiles
+from zephon_litdata.codecs import decompress_file, zstd_decompress
 from zephon_litdata.layout import INDEX_FILE, ChunkEntry, Layout, parse_layout
 from zephon_litdata.leaves import Decoder, UnsupportedFormat, decoder_for, flat_dtype
-from zephon_litdata.lru import ByteLRU
 from zephon_litdata.treespec import Unflatten, UnsupportedSpec, compile_spec
 
 
@@ -107,7 +105,7 @@ class LitDataReader(Reader):
         self._leaf_header = 4 * len(lay.data_format)
 
     def _init_runtime(self) -> None:
-        self._files = MappedFiles(self.storage, self.max_open_chunks)
+        self._files = MappedFiles(self.storage, self.max_open_chunks, decompress=decompress_file)
         self._chunks = ByteLRU(self.cache_bytes_decoded, self.max_open_chunks)
         self._frames = ByteLRU(self.cache_bytes_decoded // 4 or 1)
 

@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 
 from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import Storage, call_with_retry, split_storage_options
+from zephon_core.storage import ByteLRU, MappedFiles, Storage, call_with_retry, split_storage_options
+from zephon_mds.codecs import decompress_file
 from zephon_mds.encodings import Decoder, UnsupportedEncoding, decoder_for, fixed_size
-from zephon_mds.files import MappedFiles
 from zephon_mds.layout import INDEX_FILE, Layout, ShardEntry, parse_layout
-from zephon_mds.lru import ByteLRU
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +109,7 @@ class MDSReader(Reader):
         return _Columns(s.columns, tuple(decoders), s.sizes, f"<{n_var}I", n_var)
 
     def _init_runtime(self) -> None:
-        self._files = MappedFiles(self.storage, self.max_open_shards)
+        self._files = MappedFiles(self.storage, self.max_open_shards, decompress=decompress_file)
         self._open_shards = ByteLRU(1 << 30, self.max_open_shards)
 
     def __getstate__(self) -> dict[str, Any]:

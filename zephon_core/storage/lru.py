@@ -1,6 +1,6 @@
-"""A small thread-safe LRU bounded by entries and bytes, for per-process decode state.
+"""A small thread-safe LRU bounded by entries and bytes, for a reader's per-process decode state.
 
-Parsed chunk headers, Arrow tables and inflated zstd frames are worth keeping between reads (a
+Parsed chunk headers, decoded row groups and inflated zstd frames are worth keeping between reads (a
 shuffled fetch returns to the same chunk many times) but must not grow without bound, and the
 fetch stage may call one reader from several threads at once.
 """

@@ -1,10 +1,10 @@
-"""Memory-mapped chunk files, local or cached, kept open in a small per-process LRU.
+"""Memory-mapped dataset files, local or cached, kept open in a small per-process LRU.
 
-A shuffled fetch touches many chunks, each a few times, so opening a chunk once and slicing it
-many times is what makes random reads cheap. Files come through :class:`zephon_core.storage.Storage`:
-local data is mapped in place, remote data from the node-local shard cache (downloaded once per
-node), and whole-file compressed chunks (``.zstd.bin``) from a decompressed copy that the same cache
-shares between processes. Mappings are dropped, never closed, on eviction: another thread may still
+A shuffled fetch touches many shards, each a few times, so opening a shard once and slicing it
+many times is what makes random reads cheap. Files come through :class:`Storage`: local data is
+mapped in place, remote data from the node-local shard cache (downloaded once per node), and
+whole-file compressed shards from a decompressed copy that the same cache shares between
+processes (the reader supplies the codec function). Mappings are dropped, never closed, on eviction: another thread may still
 be slicing one, and the mapping closes itself when the last view goes away.
 """
 
@@ -14,11 +14,14 @@ import mmap
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
-from zephon_core import ReaderError
-from zephon_core.storage import Storage
-from zephon_litdata.codecs import decompress_file
+from zephon_core.errors import ReaderError
+from zephon_core.storage.location import Storage
+
+Decompress = Callable[[str, str, str], None]
+"""``decompress(codec, src_path, dst_path, what=...)`` writes the decompressed file."""
 
 
 class MappedFiles:
@@ -27,10 +30,12 @@ class MappedFiles:
     Args:
         storage: the dataset root.
         max_open: mappings kept open at once (least recently used ones are dropped).
+        decompress: how to inflate a compressed file (``codec`` names come from the reader).
     """
 
-    def __init__(self, storage: Storage, max_open: int = 64) -> None:
+    def __init__(self, storage: Storage, max_open: int = 64, decompress: Callable[..., None] | None = None) -> None:
         self.storage = storage
+        self.decompress = decompress
         self.max_open = max(1, int(max_open))
         self._open: OrderedDict[tuple[str, str | None], tuple[memoryview, Any]] = OrderedDict()
         self._lock = threading.Lock()
@@ -57,12 +62,15 @@ class MappedFiles:
         if codec is None:
             local = st.open_local(rel)
             return _mmap_path(local.path, st.url_of(rel)), local
+        if self.decompress is None:
+            raise ReaderError(f"{st.url_of(rel)}: compressed with {codec!r} but no decompressor was given")
+        decompress = self.decompress
         info = st.info(rel)
 
         def produce(tmp: str) -> None:
             src = st.open_local(rel, info)
             try:
-                decompress_file(codec, src.path, tmp, what=st.url_of(rel))
+                decompress(codec, src.path, tmp, what=st.url_of(rel))
             finally:
                 src.release()
 
