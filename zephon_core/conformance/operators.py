@@ -33,7 +33,7 @@ import pytest
 from zephon_core.conformance import samples
 from zephon_core.conformance.driver import FLUSH, Driver, Output, records_from, run_chain, split
 from zephon_core.conformance.harness import run_global
-from zephon_core.conformance.rules import Capabilities, rule
+from zephon_core.conformance.rules import Capabilities, SuiteBase, rule
 from zephon_core.ops.batch import Batch
 from zephon_core.ops.contract import Operator
 from zephon_core.pipeline import Pipeline
@@ -142,15 +142,10 @@ def _subprocess_main(path: str) -> None:
     print(json.dumps(_run(subject, runner="inline")))
 
 
-class OperatorConformance:
+class OperatorConformance(SuiteBase):
     """Base class of operator conformance tests; not collected until subclassed."""
 
-    __test__ = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "__test__" not in cls.__dict__:
-            cls.__test__ = True
+    __test__ = False  # only subclasses are collected
 
     # -- extension points (override these fixtures) -------------------------------------------
     @pytest.fixture

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from zephon_core.conformance.rules import ReaderCapabilities, rule
+from zephon_core.conformance.rules import ReaderCapabilities, SuiteBase, rule
 from zephon_core.errors import OperatorError, ReaderError, ZephonError
 from zephon_core.hashing import digest_payload
 from zephon_core.plugins import get_plugin_manager
@@ -68,15 +68,10 @@ def _bounded(fn: Callable[[], Any], what: str) -> Any:
     return box.get("value")
 
 
-class ReaderConformance:
+class ReaderConformance(SuiteBase):
     """Base class of reader conformance tests; not collected until subclassed."""
 
-    __test__ = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "__test__" not in cls.__dict__:
-            cls.__test__ = True
+    __test__ = False  # only subclasses are collected
 
     # -- extension points ---------------------------------------------------------------------
     @pytest.fixture

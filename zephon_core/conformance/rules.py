@@ -7,6 +7,7 @@ what to fix, not just that two hashes differ.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 RULES = {
     1: "worker is a pure function",
@@ -59,3 +60,14 @@ class ReaderCapabilities:
     detects_corruption: bool = True
     memory_fs: bool = True
     processes: bool = True
+
+
+class SuiteBase:
+    """Base of the suite's test classes: not collected by pytest until a subclass exists."""
+
+    __test__ = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__test__" not in cls.__dict__:
+            cls.__test__ = True

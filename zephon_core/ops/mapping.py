@@ -47,45 +47,38 @@ class _FlatMapWorker:
         return apply_each(lambda p: list(fn(p)), payloads)
 
 
-class MapTransform(Operator):
+class _FunctionOperator(Operator):
+    """A stateless operator applying one user function per record on the workers."""
+
+    worker_type: type
+
+    def __init__(self, fn: Callable[[Payload], Any], **kw: Any) -> None:
+        if not callable(fn):
+            raise ConfigError(f"{self.kind} needs a callable, got {fn!r}")
+        super().__init__(**kw)
+        self.fn = fn
+
+    def config(self) -> dict[str, Any]:
+        return {"fn": callable_name(self.fn)}
+
+    def new_accumulator(self, lane: int) -> Accumulator:
+        return _PassThrough()
+
+    def worker(self) -> WorkerFn:
+        return self.worker_type(self.fn)
+
+
+class MapTransform(_FunctionOperator):
     """Apply ``fn(payload) -> dict | None`` to every record; ``None`` drops the record."""
 
     kind = "map_transform"
     traits = Traits(fanout="one")
-
-    def __init__(self, fn: Callable[[Payload], Payload | None], **kw: Any) -> None:
-        if not callable(fn):
-            raise ConfigError(f"map_transform needs a callable, got {fn!r}")
-        super().__init__(**kw)
-        self.fn = fn
-
-    def config(self) -> dict[str, Any]:
-        return {"fn": callable_name(self.fn)}
-
-    def new_accumulator(self, lane: int) -> Accumulator:
-        return _PassThrough()
-
-    def worker(self) -> WorkerFn:
-        return _MapWorker(self.fn)
+    worker_type = _MapWorker
 
 
-class FlatMap(Operator):
+class FlatMap(_FunctionOperator):
     """Apply ``fn(payload) -> iterable of dicts``: one record becomes zero or more (lineage kept)."""
 
     kind = "flat_map"
     traits = Traits(fanout="many")
-
-    def __init__(self, fn: Callable[[Payload], Iterable[Payload]], **kw: Any) -> None:
-        if not callable(fn):
-            raise ConfigError(f"flat_map needs a callable, got {fn!r}")
-        super().__init__(**kw)
-        self.fn = fn
-
-    def config(self) -> dict[str, Any]:
-        return {"fn": callable_name(self.fn)}
-
-    def new_accumulator(self, lane: int) -> Accumulator:
-        return _PassThrough()
-
-    def worker(self) -> WorkerFn:
-        return _FlatMapWorker(self.fn)
+    worker_type = _FlatMapWorker
