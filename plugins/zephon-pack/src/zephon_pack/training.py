@@ -28,6 +28,8 @@ import numpy as np
 
 from zephon_core import ConfigError
 
+_PACKED_FIELDS = ("input_ids", "position_ids", "document_ids")
+
 
 @dataclass(frozen=True, slots=True)
 class PackedTrainingView:
@@ -37,6 +39,8 @@ class PackedTrainingView:
     mask_document_boundaries: bool = True
 
     def __call__(self, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if not any(k in data for k in _PACKED_FIELDS):
+            return data  # a custom collate replaced the packed fields: nothing to convert
         try:
             ids, pos, doc = data["input_ids"], data["position_ids"], data["document_ids"]
         except KeyError as exc:

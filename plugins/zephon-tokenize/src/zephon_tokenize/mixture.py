@@ -87,14 +87,14 @@ class _MixAccumulator(Accumulator):
 
     def push(self, records: Records) -> list[Emitted]:
         queues = self._queues
+        out = Records([], [], [], list(records.dropped))
         for payload, key, lin in zip(records.payloads, records.keys, records.lineage):
             contrib = self._contribution(payload, lin)
             primary = max(contrib, key=lambda ct: (ct[1], -ct[0]))[0]
             queues[primary].append((payload, key, lin, contrib))
             self._held += 1
             self._held_tokens += sum(t for _, t in contrib)
-        out = Records([], [], [], list(records.dropped))
-        self._release(out, drain=False)
+            self._release(out, drain=False)  # per record, so grouping cannot change the order
         return [out] if (out.payloads or out.dropped) else []
 
     def flush(self) -> list[Emitted]:

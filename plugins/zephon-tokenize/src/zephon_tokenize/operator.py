@@ -8,7 +8,6 @@ lineage; the kernel gives each piece its own key).
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from zephon_core import Accumulator, ConfigError, Operator, Records, Traits, Work
@@ -85,7 +84,7 @@ class Tokenize(Operator):
         for flag, value in (("add_bos", add_bos), ("add_eos", add_eos), ("split_long_samples", split_long_samples)):
             if not isinstance(value, bool):
                 raise ConfigError(f"tokenize: {flag} must be True or False, got {value!r}")
-        resolved = resolve_tokenizer(tokenizer_id, bos_token=bos_token, eos_token=eos_token)
+        resolved = resolve_tokenizer(tokenizer_id, bos_token=bos_token, eos_token=eos_token, shared=True)
         if add_bos and resolved.bos_id is None:
             raise ConfigError(
                 f"tokenize: add_bos=True but tokenizer {resolved.label!r} has no known BOS; pass bos_token="
@@ -108,10 +107,9 @@ class Tokenize(Operator):
         self.max_length = max_length
         self.split_long_samples = split_long_samples
         self.keep_text = keep_text
-        tok_json = resolved.tokenizer.to_str()
-        self.tokenizer_sha256 = hashlib.sha256(tok_json.encode()).hexdigest()
+        self.tokenizer_sha256 = resolved.sha256
         self._worker = TokenizeWorker(
-            tok_json,
+            resolved.json,
             field,
             resolved.bos_id if add_bos else None,
             resolved.eos_id if add_eos else None,

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -46,12 +48,43 @@ class ResolvedTokenizer:
         label: how the user named it (a built-in name, a path, or ``"<object>"``), for messages.
         bos_id: id of the beginning-of-sequence token, if the tokenizer has one.
         eos_id: id of the end-of-sequence token, if the tokenizer has one.
+        json: the tokenizer serialised with ``to_str()`` (what process workers receive).
+        sha256: digest of ``json``: the tokenizer's identity in pipeline fingerprints.
     """
 
     tokenizer: Any
     label: str
     bos_id: int | None
     eos_id: int | None
+    json: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    tokenizer: Any
+    json: str
+    sha256: str
+
+
+_SHARED: dict[Any, _Loaded] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _loaded(tok: Any) -> _Loaded:
+    text = tok.to_str()
+    return _Loaded(tok, text, hashlib.sha256(text.encode()).hexdigest())
+
+
+def _shared(key: Any, build: Callable[[], Any]) -> _Loaded:
+    """One parsed tokenizer per name or file version per process (parsing GPT-2 takes ~0.2 s)."""
+    with _SHARED_LOCK:
+        hit = _SHARED.get(key)
+        if hit is None:
+            if len(_SHARED) >= 8:
+                _SHARED.clear()
+            hit = _SHARED[key] = _loaded(build())
+        return hit
 
 
 def _how_to_provide(spec: object) -> str:
@@ -124,7 +157,7 @@ def _special_id(tok: Any, explicit: str | int | None, candidates: tuple[str, ...
 
 
 def resolve_tokenizer(
-    spec: Any, *, bos_token: str | int | None = None, eos_token: str | int | None = None
+    spec: Any, *, bos_token: str | int | None = None, eos_token: str | int | None = None, shared: bool = False
 ) -> ResolvedTokenizer:
     """Turn ``tokenizer_id`` into a tokenizer, offline.
 
@@ -133,6 +166,8 @@ def resolve_tokenizer(
             ``tokenizers.Tokenizer``, or a Hugging Face repo id already present in the local cache.
         bos_token: the BOS token (string or id); default: the first common BOS name the tokenizer knows.
         eos_token: the EOS token (string or id); default: the first common EOS name the tokenizer knows.
+        shared: reuse one parsed tokenizer per built-in name or file version in this process. The
+            object is then shared and must not be modified (``tokenize`` only encodes with it).
 
     Raises:
         ConfigError: the tokenizer cannot be found locally (the message lists the ways to provide one).
@@ -140,11 +175,12 @@ def resolve_tokenizer(
     from tokenizers import Tokenizer
 
     if isinstance(spec, Tokenizer):
-        tok, label = spec, "<object>"
+        loaded, label = _loaded(spec), "<object>"
     elif isinstance(spec, (str, os.PathLike)):
         text = os.fspath(spec)
         if text in _ALIASES:
-            tok, label = gpt2_tokenizer(), _ALIASES[text]
+            label = _ALIASES[text]
+            loaded = _shared(("builtin", label), gpt2_tokenizer) if shared else _loaded(gpt2_tokenizer())
         else:
             path = os.path.expanduser(text)
             if os.path.isdir(path) and os.path.isfile(os.path.join(path, "tokenizer.json")):
@@ -153,16 +189,27 @@ def resolve_tokenizer(
                 path = _from_hf_cache(text) or ""
             if not path:
                 raise ConfigError(_how_to_provide(spec))
-            try:
-                tok = Tokenizer.from_file(path)
-            except Exception as exc:
-                raise ConfigError(f"cannot load tokenizer from {path!r}: {exc}") from exc
+
+            def load(path: str = path) -> Any:
+                try:
+                    return Tokenizer.from_file(path)
+                except Exception as exc:
+                    raise ConfigError(f"cannot load tokenizer from {path!r}: {exc}") from exc
+
+            if shared:
+                st = os.stat(path)
+                loaded = _shared(("file", os.path.realpath(path), st.st_mtime_ns, st.st_size), load)
+            else:
+                loaded = _loaded(load())
             label = text
     else:
         raise ConfigError(_how_to_provide(spec))
+    tok = loaded.tokenizer
     return ResolvedTokenizer(
         tok,
         label,
         _special_id(tok, bos_token, _COMMON_BOS, "bos_token"),
         _special_id(tok, eos_token, _COMMON_EOS, "eos_token"),
+        loaded.json,
+        loaded.sha256,
     )

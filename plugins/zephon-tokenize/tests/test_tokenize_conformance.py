@@ -1,0 +1,63 @@
+"""The kernel's determinism conformance suite, run on ``tokenize`` and ``ensure_mixture``."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+from zephon_tokenize import EnsureMixture, Tokenize
+
+from zephon_core import Dataset, MixtureSpec, StaticMixtureWorkSource
+from zephon_core.conformance import OperatorConformance
+from zephon_core.conformance import samples as conformance_samples
+
+
+class TestTokenizeConformance(OperatorConformance):
+    @pytest.fixture
+    def operator_factory(self):
+        return functools.partial(Tokenize, "gpt2")
+
+
+class TestTokenizeSplitConformance(OperatorConformance):
+    """1→n: documents cut into pieces of at most 24 tokens."""
+
+    @pytest.fixture
+    def operator_factory(self):
+        return functools.partial(Tokenize, "gpt2", max_length=24, split_long_samples=True, add_bos=True)
+
+
+def conformance_source() -> StaticMixtureWorkSource:
+    """The two-dataset source the suite builds its pipelines on (2:1, chunks of 16)."""
+    recs = conformance_samples.text_records()
+    cut = (2 * len(recs)) // 3
+    return StaticMixtureWorkSource(
+        [
+            Dataset.from_records("conformance_a", recs[:cut], shard_size=40),
+            Dataset.from_records("conformance_b", recs[cut:], shard_size=40),
+        ],
+        mixture=MixtureSpec({"conformance_a": 2.0, "conformance_b": 1.0}),
+        chunk_size=16,
+        seed=11,
+    )
+
+
+def prepared_ensure_mixture(**kwargs: Any) -> EnsureMixture:
+    """``ensure_mixture`` already given its source, so the suite's direct driver can use it too.
+
+    In a pipeline ``Pipeline`` calls ``prepare`` again with the pipeline's own (identical) source.
+    A small token bound makes the operator hold and reorder records within the suite's short windows.
+    """
+    op = EnsureMixture(unit="tokens", max_buffered=6, max_buffered_tokens=400, **kwargs)
+    op.prepare(conformance_source())
+    return op
+
+
+class TestEnsureMixtureConformance(OperatorConformance):
+    @pytest.fixture
+    def operator_factory(self):
+        return prepared_ensure_mixture
+
+    @pytest.fixture
+    def upstream(self):
+        return [functools.partial(Tokenize, "gpt2")]
