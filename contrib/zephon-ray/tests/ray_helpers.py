@@ -58,3 +58,10 @@ class PidRecorder:
         Path(self.folder, str(os.getpid())).touch()
         time.sleep(0.002)
         return payload
+
+
+def assigned_cpus(payload: dict[str, Any]) -> dict[str, Any]:
+    """The CPUs Ray assigned to the actor running this, to check ``actor_options`` reached Ray."""
+    import ray
+
+    return {"i": payload["i"], "cpus": ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0)}
