@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -60,11 +61,21 @@ def text_source(texts: list[str], **kw: Any) -> StaticMixtureWorkSource:
 
 
 # -- 1. throughput ------------------------------------------------------------------------------------
-def raw_tokens_per_s(texts: list[str], variant: str) -> float:
-    """Tokens/s of raw ``tokenizers`` on a fresh GPT-2 tokenizer (+1 EOS per document, as the pipeline)."""
+def cpu_seconds() -> float:
+    """CPU time of this process (all threads) plus its finished child processes (process workers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def raw_tokens_per_s(texts: list[str], variant: str) -> tuple[float, float]:
+    """Raw ``tokenizers`` on a fresh GPT-2 tokenizer: (tokens/s, tokens per CPU second).
+
+    Tokens include one EOS per document, as the pipeline adds one.
+    """
     from zephon_tokenize import gpt2_tokenizer
 
     tok = gpt2_tokenizer()
+    c0 = cpu_seconds()
     t0 = time.perf_counter()
     if variant == "encode_batch(all)":
         n = sum(len(e.ids) for e in tok.encode_batch(texts))
@@ -74,14 +85,16 @@ def raw_tokens_per_s(texts: list[str], variant: str) -> float:
         groups = [texts[i : i + 256] for i in range(0, len(texts), 256)]
         with ThreadPoolExecutor(2) as ex:
             n = sum(len(e.ids) for r in ex.map(tok.encode_batch_fast, groups) for e in r)
-    return (n + len(texts)) / (time.perf_counter() - t0)
+    n += len(texts)
+    return n / (time.perf_counter() - t0), n / (cpu_seconds() - c0)
 
 
 RAW_VARIANTS = ("encode_batch(all)", "encode_batch_fast(all)", "encode_batch_fast(256) x 2 threads")
 
 
-def pipeline_tokens_per_s(texts: list[str], runner: str, parallelism: int) -> tuple[float, float]:
-    """Usable tokens/s of tokenize + pack + batch: (end to end incl. start-up, after the first batch)."""
+def pipeline_tokens_per_s(texts: list[str], runner: str, parallelism: int) -> tuple[float, float, float]:
+    """Usable tokens/s of tokenize + pack + batch: end to end incl. start-up, after the first batch,
+    and usable tokens per CPU second (start-up included)."""
     pipe = (
         Pipeline(text_source(texts))
         .tokenize(tokenizer_id="gpt2", parallelism=parallelism)
@@ -89,6 +102,7 @@ def pipeline_tokens_per_s(texts: list[str], runner: str, parallelism: int) -> tu
         .batch(microbatch_size=MICROBATCH)
         .options(runner=runner, lanes=1)
     )
+    c0 = cpu_seconds()
     t0 = time.perf_counter()
     usable = first_usable = 0
     t_first = 0.0
@@ -99,7 +113,7 @@ def pipeline_tokens_per_s(texts: list[str], runner: str, parallelism: int) -> tu
                 t_first, first_usable = time.perf_counter(), u
             usable += u
     t1 = time.perf_counter()
-    return usable / (t1 - t0), (usable - first_usable) / (t1 - t_first)
+    return usable / (t1 - t0), (usable - first_usable) / (t1 - t_first), usable / (cpu_seconds() - c0)
 
 
 # -- 2./3. padding ------------------------------------------------------------------------------------
@@ -140,7 +154,7 @@ def count_collate(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     return {"num_tokens": np.array([r["num_tokens"] for r in rows], dtype=np.int64)}
 
 
-def short_and_long(texts: list[str], weight_by: str) -> StaticMixtureWorkSource:
+def short_and_long(texts: list[str], weight_by: str, exhaustion: str = "repeat") -> StaticMixtureWorkSource:
     long = [" ".join(texts[i : i + 4]) for i in range(0, len(texts) - 3, 4)]
     return StaticMixtureWorkSource(
         [
@@ -149,22 +163,23 @@ def short_and_long(texts: list[str], weight_by: str) -> StaticMixtureWorkSource:
         ],
         mixture=MixtureSpec({"short": 0.5, "long": 0.5}),
         chunk_size=256,
-        exhaustion="repeat",
+        exhaustion=exhaustion,  # type: ignore[arg-type]
         weight_by=weight_by,  # type: ignore[arg-type]
         seed=11,
     )
 
 
-def document_shares(texts: list[str], weight_by: str, min_tokens: int) -> np.ndarray:
-    ws = short_and_long(texts, weight_by)
+def document_shares(texts: list[str], weight_by: str, min_tokens: int | None) -> tuple[np.ndarray, float]:
+    """Token shares over a whole run (``min_tokens=None``: until the first dataset runs out) or a prefix."""
+    ws = short_and_long(texts, weight_by, exhaustion="stop" if min_tokens is None else "repeat")
     pipe = Pipeline(ws).tokenize(tokenizer_id="gpt2", parallelism=2).batch(256, collate=count_collate)
     tokens = np.zeros(2)
     with pipe as p:
         for b in p:
             np.add.at(tokens, [ws.dataset_index(lin[0]) for lin in b.lineage], b.data["num_tokens"])
-            if tokens.sum() >= min_tokens:
+            if min_tokens is not None and tokens.sum() >= min_tokens:
                 break
-    return tokens / tokens.sum()
+    return tokens / tokens.sum(), float(tokens.sum())
 
 
 def global_batch_shares(texts: list[str], ensure: bool, steps: int, lanes: int = 4) -> np.ndarray:
@@ -207,25 +222,29 @@ def main() -> None:
     nbytes = sum(len(t.encode()) for t in texts)
     print(f"text: {len(texts)} documents, {nbytes / 1e6:.1f} MB; {os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}")
 
-    print("\n1. usable tokens/s, tokenize(gpt2) + pack_sequences(2048) + batch(8) vs raw tokenizers (median)")
+    print("\n1. tokenize(gpt2) + pack_sequences(2048) + batch(8) vs raw tokenizers, same text (medians)")
     configs = [("threads", 2), ("threads", 1), ("processes", 2)]
-    raw: dict[str, list[float]] = {v: [] for v in RAW_VARIANTS}
-    pipe: dict[tuple[str, int], list[tuple[float, float]]] = {c: [] for c in configs}
+    raw: dict[str, list[tuple[float, float]]] = {v: [] for v in RAW_VARIANTS}
+    pipe: dict[tuple[str, int], list[tuple[float, float, float]]] = {c: [] for c in configs}
     for _ in range(args.repeats):  # interleaved, so a busy neighbour hurts both sides alike
         for v in RAW_VARIANTS:
             raw[v].append(raw_tokens_per_s(texts, v))
         for c in configs:
             pipe[c].append(pipeline_tokens_per_s(texts, *c))
-    raw_med = {v: statistics.median(x) for v, x in raw.items()}
-    best_raw = max(raw_med.values())
-    for v, r in raw_med.items():
-        print(f"   raw {v:38s} {r:>12,.0f} tokens/s")
+    raw_wall = {v: statistics.median(x[0] for x in xs) for v, xs in raw.items()}
+    raw_cpu = {v: statistics.median(x[1] for x in xs) for v, xs in raw.items()}
+    best_wall, best_cpu = max(raw_wall.values()), max(raw_cpu.values())
+    print(f"   {'':44s} {'tokens/s':>10s} {'tokens/CPU-s':>13s}")
+    for v in RAW_VARIANTS:
+        print(f"   raw {v:40s} {raw_wall[v]:>10,.0f} {raw_cpu[v]:>13,.0f}")
     for (runner, par), xs in pipe.items():
         e2e = statistics.median(x[0] for x in xs)
         steady = statistics.median(x[1] for x in xs)
+        cpu = statistics.median(x[2] for x in xs)
         print(
-            f"   zephon {runner:9s} parallelism={par}        {steady:>12,.0f} usable tokens/s "
-            f"= {steady / best_raw:.2f}x best raw   (incl. start-up: {e2e:,.0f} = {e2e / best_raw:.2f}x)"
+            f"   zephon {runner:9s} parallelism={par} (usable)        {steady:>10,.0f} {cpu:>13,.0f}   "
+            f"= {steady / best_wall:.2f}x / {cpu / best_cpu:.2f}x best raw   "
+            f"(incl. start-up {e2e:,.0f}/s = {e2e / best_wall:.2f}x)"
         )
 
     print("\n2./3. padding (pretokenized text, repeated; lanes=1)")
@@ -256,12 +275,18 @@ def main() -> None:
         )
 
     print("\n4. token shares (English documents vs runs of 4 of them, target 50:50 in tokens, >= 1M tokens)")
-    min_tokens = 200_000 if args.quick else 1_000_000
     for weight_by in ("samples", "tokens"):
-        s = document_shares(english, weight_by, min_tokens)
+        s, n = document_shares(english, weight_by, None)
         print(
-            f"   weight_by={weight_by:8s} short {100 * s[0]:6.2f}%  long {100 * s[1]:6.2f}%  (|error| {100 * abs(s[0] - 0.5):.2f} pp)"
+            f"   weight_by={weight_by:8s} whole run ({n / 1e6:.2f}M tokens): short {100 * s[0]:6.2f}%  long {100 * s[1]:6.2f}%"
+            f"  (|error| {100 * abs(s[0] - 0.5):.2f} pp)"
         )
+    prefix = 200_000 if args.quick else 1_000_000
+    s, n = document_shares(english, "tokens", prefix)
+    print(
+        f"   weight_by=tokens   first {n / 1e6:.2f}M tokens only: short {100 * s[0]:6.2f}% "
+        "(a prefix reads a sample of shards: its share carries that sample's noise)"
+    )
     steps = 8 if args.quick else 40
     for ensure in (False, True):
         g = global_batch_shares(english, ensure, steps)
