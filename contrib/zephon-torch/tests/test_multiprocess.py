@@ -58,6 +58,8 @@ def other_world(request, work, two_ranks):
         {"name": "from_dcp", "load": {"dcp": str(work / f"dcp-{CUT}")}},
         {"name": "accumulate", "global_batch_size": 2 * LANES * MICROBATCH},
     ]
+    if request.param == 4:
+        runs.append({"name": "mesh", "mesh": [2, 2]})  # 2 data-parallel replicas x 2 tensor-parallel ranks
     results = launch(request.param, runs, work)
     check_ok(results)
     return results
@@ -119,3 +121,16 @@ def test_ranks_that_disagree_refuse_to_start(work, two_ranks):
         assert r.returncode == 1, r.stderr[-2000:]
         assert "ConfigError: data-parallel ranks disagree about the run" in r.stderr
         assert "step differs between ranks: {0: 0, 1: 10}" in r.stderr
+
+
+def test_tensor_parallel_peers_read_the_same_data(other_world, reference):
+    """On a (dp=2, tp=2) device mesh the loader splits lanes over the dp dimension only."""
+    if len(other_world) != 4:
+        pytest.skip("needs the 4-rank launch")
+    runs = runs_of(other_world, "mesh")  # global ranks 0,1 are replica 0; 2,3 are replica 1
+    assert [(r["dp_rank"], r["dp_world_size"]) for r in runs] == [(0, 2), (0, 2), (1, 2), (1, 2)]
+    assert runs[0]["local"] == runs[1]["local"] and runs[2]["local"] == runs[3]["local"]
+    assert runs[0]["local"] != runs[2]["local"]
+    assert runs[0]["lanes"][0] == [0, 1] and runs[2]["lanes"][0] == [2, 3]
+    for run in runs:
+        assert run["hashes"] == reference

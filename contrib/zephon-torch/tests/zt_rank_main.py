@@ -37,7 +37,12 @@ def _write(path: Path, obj: Any) -> None:
 
 
 def run_one(spec: dict[str, Any], timeout: timedelta, rank: int, progress: Path | None) -> dict[str, Any]:
-    loader = ZephonLoader(build(), global_batch_size=spec.get("global_batch_size"), timeout=timeout)
+    dp_group = None
+    if spec.get("mesh"):  # (dp, tp): ranks of one tensor-parallel replica must read the same data
+        from torch.distributed.device_mesh import init_device_mesh
+
+        dp_group = init_device_mesh("cpu", tuple(spec["mesh"]), mesh_dim_names=("dp", "tp"))["dp"]
+    loader = ZephonLoader(build(), global_batch_size=spec.get("global_batch_size"), dp_group=dp_group, timeout=timeout)
     load = spec.get("load")
     if load and rank not in load.get("ranks", [rank]):
         load = None
@@ -45,14 +50,16 @@ def run_one(spec: dict[str, Any], timeout: timedelta, rank: int, progress: Path 
         loader.load_state_dict(load_checkpoint(load["json"]))
     elif load and "dcp" in load:
         dcp.load({"loader": loader}, checkpoint_id=load["dcp"])
-    out: dict[str, Any] = {"hashes": [], "steps": [], "global_tokens": [], "lanes": []}
+    out: dict[str, Any] = {"hashes": [], "steps": [], "global_tokens": [], "lanes": [], "local": []}
     out["microbatches_per_step"] = loader.microbatches_per_step
+    out["dp_rank"], out["dp_world_size"] = loader.info.rank, loader.info.world_size
     save_at = set(spec.get("save_at", []))
     save_every = spec.get("save_every")
     with loader:
         for step in loader:
             out["steps"].append(step.step)
             out["lanes"].append(step.lanes)
+            out["local"].append([b.sha256() for b in step.batches])
             out["global_tokens"].append(step.global_num_tokens)
             out["hashes"].append(loader.global_batch_hash(step))
             assert all(isinstance(t, torch.Tensor) for mb in step for t in mb.values())
