@@ -1,0 +1,41 @@
+"""zephon-pack installed alone (a regular, non-editable install) with only its declared dependencies."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+SCRIPT = r"""
+import sys
+import numpy as np
+from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource
+from zephon_core.plugins import get_plugin_manager
+
+ops = get_plugin_manager().registry.names("operator")
+assert "pack_sequences" in ops and "tokenize" not in ops, ops
+docs = [{"input_ids": np.arange(n, dtype=np.int32)} for n in (5, 3, 9, 2, 6)]
+ws = StaticMixtureWorkSource([Dataset.from_records("d", docs)], chunk_size=5, shuffle=False)
+with Pipeline(ws).pack_sequences(target_length=8, algorithm="best_fit").batch(1) as p:
+    rows = [b.to_training() for b in p]
+assert sum(int(r["attention_mask"].sum()) for r in rows) == 25
+assert all(r["cu_seqlens"].shape == (1, 9) for r in rows)
+assert "tokenizers" not in sys.modules
+print("ALONE OK")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_installed_alone(tmp_path):
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    isolated = pytest.importorskip("tests.isolated", reason="runs inside the zephon repository only")
+    python = isolated.install_alone("zephon-pack", tmp_path)
+    dists = isolated.installed(python)
+    assert {"zephon-pack", "zephon-core", "numpy"} <= dists, dists
+    assert not dists & {"tokenizers", "zephon-tokenize", "torch"}, dists
+    assert "ALONE OK" in isolated.run_script(python, SCRIPT, tmp_path)

