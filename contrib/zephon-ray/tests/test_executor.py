@@ -19,6 +19,12 @@ from zephon_core.ops.contract import ItemFailure, apply_each
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
+def _wait_started(ex, n: int) -> None:
+    deadline = time.monotonic() + 60
+    while len(ex.pids) < n and time.monotonic() < deadline:  # actors start one by one on 2 cores
+        time.sleep(0.05)
+
+
 def _gone(pids: set[int], within: float = 10.0) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -31,11 +37,12 @@ def _gone(pids: set[int], within: float = 10.0) -> bool:
 def test_results_come_back_and_every_actor_works():
     ex = RayRunner().start(ray_helpers.pid_task, 3, "pids")
     try:
+        _wait_started(ex, 3)
         futs = [ex.submit(i) for i in range(9)]
         done, _ = wait(futs, timeout=60)
         assert len(done) == 9
         pids = {f.result()[0] for f in futs}
-        assert len(pids) == 3, "the pool size is the parallelism, and idle actors all get work"
+        assert len(pids) == 3 and set(ex.pids.values()) == pids, "one actor per unit of parallelism, all used"
         assert os.getpid() not in pids
     finally:
         ex.close()
@@ -177,3 +184,20 @@ def test_close_fails_waiting_tasks_and_rejects_new_ones():
     with pytest.raises(RuntimeError, match="closed"):
         ex.submit(1)
     ex.close()  # idempotent
+
+
+def test_two_tasks_per_actor_keeps_every_result_and_fails_both_on_a_crash():
+    ex = RayRunner(tasks_per_actor=2).start(ray_helpers.pid_task, 2, "deep")
+    try:
+        _wait_started(ex, 2)
+        futs = [ex.submit(i) for i in range(8)]
+        assert len({f.result(timeout=60)[0] for f in futs}) == 2
+    finally:
+        ex.close()
+    crashy = RayRunner(tasks_per_actor=2).start(ray_helpers.die_task, 1, "deep_crash")
+    try:
+        futs = [crashy.submit(i) for i in range(3)]
+        wait(futs, timeout=30)
+        assert all(isinstance(f.exception(), WorkerCrashedError) for f in futs)
+    finally:
+        crashy.close()

@@ -5,10 +5,11 @@ Design choices, and why:
 * **Actors, not tasks.** The worker function (often holding a tokenizer or a reader) is pickled
   once, stored once with ``ray.put`` and loaded once per actor; a Ray task per work item would
   ship and unpickle it every time.
-* **One task per actor at a time, to idle actors only.** The pool size is the operator's
-  parallelism, so ``parallelism=4`` means four tasks running at most, as with threads or processes.
-  A task waits on the driver until an actor is free rather than in an actor's queue, so a crashed
-  actor takes exactly one task with it and a slow actor never holds a backlog.
+* **Tasks go to idle actors.** The pool size is the operator's parallelism, so ``parallelism=4``
+  means four tasks running at most, as with threads or processes. A task waits on the driver until
+  an actor is free rather than in an actor's queue, so a crashed actor takes exactly one task with
+  it and a slow actor never holds a backlog. ``tasks_per_actor=2`` lets each actor hold one more
+  task queued behind the running one, which hides the ~1 ms round trip of small tasks.
 * **One dispatcher thread talks to Ray.** ``submit`` and Ray's completion callbacks only put
   events on a queue; the thread owns all bookkeeping, so there is no lock and no Ray call from
   inside a Ray callback.
@@ -102,11 +103,11 @@ class RayExecutor:
         cls = _actor_class(self._ray).options(**options.actor_options)
         self._actors: list[Any] = [cls.remote(self._fn_ref, label) for _ in range(parallelism)]
         self.pids: dict[int, int] = {}
-        self._idle: deque[int] = deque()
+        self._load: dict[int, int] = {}  # started, live actor -> tasks it holds
         self._dead: dict[int, str] = {}
         self._starting = set(range(parallelism))
         self._pending: deque[tuple[Future[Any], Any]] = deque()
-        self._running: dict[int, Future[Any]] = {}
+        self._running: set[Future[Any]] = set()
         self._fatal: BaseException | None = None  # once set, every waiting and new task fails with it
         self._started_at = time.monotonic()
         for i, actor in enumerate(self._actors):
@@ -136,7 +137,7 @@ class RayExecutor:
             except Exception:  # Ray already shut down, or the actor is gone
                 pass
         self._actors = []
-        leftovers = [f for f, _ in self._pending] + list(self._running.values())
+        leftovers = [f for f, _ in self._pending] + list(self._running)
         self._pending.clear()
         self._running.clear()
         while True:  # tasks submitted after the dispatcher stopped
@@ -187,18 +188,21 @@ class RayExecutor:
         if self._fatal is not None:
             self._fail_all(self._fatal)
             return
-        while self._pending and self._idle:
+        depth = self._options.tasks_per_actor
+        while self._pending:
+            i = min(self._load, key=self._load.__getitem__, default=None)  # least busy; ties: lowest index
+            if i is None or self._load[i] >= depth:
+                return
             fut, task = self._pending.popleft()
             if not fut.set_running_or_notify_cancel():
                 continue
-            i = self._idle.popleft()
             try:
                 ref = self._actors[i].run.remote(task)
             except Exception as exc:  # e.g. an argument Ray cannot serialise
-                self._idle.appendleft(i)
                 fut.set_exception(RayWorkerError(type(exc).__name__, f"cannot send the task to Ray: {exc}"))
                 continue
-            self._running[i] = fut
+            self._load[i] += 1
+            self._running.add(fut)
             self._watch(ref, _DONE, i, fut)
 
     def _on_ready(self, i: int, rf: Future[Any]) -> None:
@@ -219,21 +223,21 @@ class RayExecutor:
             )
             return
         self.pids[i] = pid
-        self._idle.append(i)
+        self._load[i] = 0
 
     def _on_done(self, i: int, rf: Future[Any], fut: Future[Any]) -> None:
-        self._running.pop(i, None)
+        self._running.discard(fut)
         try:
             ok, value = rf.result()
         except Exception as exc:
             if self._is_actor_death(exc):
+                self._load.pop(i, None)
                 self._dead[i] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 _settle(fut, error=self._crash(i))
                 return
-            self._idle.append(i)  # a serialisation failure of the result: the actor is fine
-            _settle(fut, error=RayWorkerError(type(exc).__name__, str(exc)))
-            return
-        self._idle.append(i)
+            ok, value = False, (type(exc).__name__, str(exc), "", None)  # e.g. a result Ray cannot pickle
+        if i in self._load:
+            self._load[i] -= 1
         if ok:
             _settle(fut, value)
         else:
@@ -283,7 +287,7 @@ class RayExecutor:
                 self._ray.kill(self._actors[i], no_restart=True)
             except Exception:
                 pass
-        if self._idle or self._running:
+        if self._load:
             log.warning("%s; continuing with the others", msg)
         elif self._fatal is None:
             self._fatal = OperatorError(msg)
