@@ -98,22 +98,39 @@ def plot(out: Path, runs: dict, exp: Any) -> Path | None:
         return None
     k = exp.checkpoint_step
     colors = {1: "tab:orange", 2: "tab:green", 4: "tab:purple", 8: "tab:red"}
+    window = max(1, min(10, (exp.steps - k) // 4))
     fig, axes = plt.subplots(2, 2, figsize=(10, 6.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     for col, kind in enumerate(KINDS):
         base = runs[(kind, "base", exp.base_world)]
         top, bottom = axes[0][col], axes[1][col]
-        top.plot(base["steps"], base["loss"], color="black", lw=1.4, label=f"uninterrupted, {exp.base_world} ranks")
+        top.plot(base["steps"], base["loss"], color="black", lw=0.6, alpha=0.35)
+        top.plot(
+            base["steps"],
+            moving_average(base["loss"], window),
+            color="black",
+            lw=1.6,
+            label=f"uninterrupted, {exp.base_world} ranks",
+        )
         b = dict(zip(base["steps"], base["loss"]))
         for w in exp.worlds:
             r = runs[(kind, "resume", w)]
             c = colors.get(w, None)
-            top.plot(r["steps"], r["loss"], color=c, lw=0.9, alpha=0.85, label=f"resumed on {w} rank(s)")
+            top.plot(r["steps"], r["loss"], color=c, lw=0.6, alpha=0.35)
+            # the resumed run's average continues the base run's window across the checkpoint
+            joined = [b[s] for s in base["steps"] if s < r["steps"][0]] + r["loss"]
+            top.plot(
+                r["steps"],
+                moving_average(joined, window)[-len(r["loss"]) :],
+                color=c,
+                lw=1.2,
+                label=f"resumed on {w} rank(s)",
+            )
             diffs = [max(abs(b[s] - loss), FLOOR) for s, loss in zip(r["steps"], r["loss"])]
             bottom.plot(r["steps"], diffs, color=c, lw=0.9, label=f"{w} rank(s)")
         for ax in (top, bottom):
             ax.axvline(k, color="grey", ls="--", lw=0.8)
         top.set_title(KINDS[kind], fontsize=11)
-        top.set_ylabel("training loss (mean per token)")
+        top.set_ylabel(f"training loss per token\n(thin: per step; thick: {window}-step mean)")
         lo = min(min(r["loss"][len(r["loss"]) // 4 :]) for key, r in runs.items() if key[0] == kind)
         hi = max(max(r["loss"][len(r["loss"]) // 4 :]) for key, r in runs.items() if key[0] == kind)
         top.set_ylim(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo))
@@ -127,7 +144,27 @@ def plot(out: Path, runs: dict, exp: Any) -> Path | None:
     path = out / "loss_curves.png"
     fig.savefig(path, dpi=80)
     plt.close(fig)
+    shrink_png(path)
     return path
+
+
+def moving_average(xs: list[float], window: int) -> list[float]:
+    out, total = [], 0.0
+    for i, x in enumerate(xs):
+        total += x - (xs[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def shrink_png(path: Path) -> None:
+    """Re-save with a 256-colour palette: a third of the size, so the committed figure stays small."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    with Image.open(path) as im:
+        small = im.convert("RGB").quantize(colors=256)
+    small.save(path, optimize=True)
 
 
 def write_report(exp: Any, out: Path, timings: dict[str, float]) -> dict[str, Any]:
@@ -148,3 +185,14 @@ def write_report(exp: Any, out: Path, timings: dict[str, float]) -> dict[str, An
     }
     (out / "results.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+if __name__ == "__main__":  # re-render the report of a finished run: python report.py OUT
+    import sys
+    from types import SimpleNamespace
+
+    folder = Path(sys.argv[1])
+    config = json.loads((folder / "results.json").read_text())["config"]
+    config["worlds"] = tuple(config["worlds"])
+    timings = json.loads((folder / "results.json").read_text())["timings_seconds"]
+    print(json.dumps(write_report(SimpleNamespace(**config), folder, timings)["verdict"], indent=1))
