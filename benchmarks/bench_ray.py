@@ -112,6 +112,7 @@ def main() -> None:
 
     import zephon_ray
 
+    load_before = os.getloadavg()[0]
     results: dict[str, dict[str, float]] = {}
     for runner, depth in CASES:
         label = runner if runner != "ray" else f"ray, tasks_per_actor={depth}"
@@ -122,14 +123,16 @@ def main() -> None:
             row[f"{name}_startup_s"] = statistics.median(r[0] for r in runs)
             row[f"{name}_samples_per_s"] = statistics.median(r[1] for r in runs)
 
+    load_after = os.getloadavg()[0]
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"load_average": [load_before, load_after], "results": results}, indent=2))
         return
     import ray
 
     print(
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-        f"Ray {ray.__version__}; parallelism {par}; chunks of 64 records; median of {args.repeats} runs"
+        f"Ray {ray.__version__}; parallelism {par}; chunks of 64 records; median of {args.repeats} runs; "
+        f"1-minute load average {load_before:.1f} before, {load_after:.1f} after (other work skews the figures)"
     )
     print()
     print("| runner | executor tasks/s | start-up to first batch | identity map samples/s | CPU-bound map samples/s |")
