@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -37,15 +38,23 @@ def _short_temp_root() -> str:
     return base if len(base) <= 40 else "/tmp"
 
 
-@pytest.fixture(scope="session")
-def ray_session() -> Iterator[Any]:
-    """A local Ray instance with 2 CPUs whose sockets, logs and spill files live in a temp folder."""
+_state: dict[str, Any] = {}
+
+
+def _start() -> Any:
+    """Start the shared instance unless it runs; idempotent."""
     import ray
     from ray import cloudpickle
 
+    if _state:
+        return ray
     cloudpickle.register_pickle_by_value(ray_helpers)
     folder = tempfile.mkdtemp(prefix="zray-", dir=_short_temp_root())
-    saved = {k: os.environ.get(k) for k in ("TMPDIR", "RAY_TMPDIR")}
+    _state.update(
+        folder=folder,
+        env={k: os.environ.get(k) for k in ("TMPDIR", "RAY_TMPDIR")},
+        sigterm=signal.getsignal(signal.SIGTERM),  # ray.init installs its own handler
+    )
     os.environ["TMPDIR"] = os.environ["RAY_TMPDIR"] = folder  # inherited by raylet and workers
     if ray.is_initialized():
         ray.shutdown()
@@ -56,17 +65,46 @@ def ray_session() -> Iterator[Any]:
         object_store_memory=256 * 1024**2,
         ignore_reinit_error=True,
     )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        shutil.rmtree(folder, ignore_errors=True)
-        cloudpickle.unregister_pickle_by_value(ray_helpers)
+    return ray
+
+
+def _stop() -> None:
+    """Shut Ray down and put back what starting it changed."""
+    if not _state:
+        return
+    import ray
+    from ray import cloudpickle
+
+    ray.shutdown()
+    for k, v in _state["env"].items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    signal.signal(signal.SIGTERM, _state["sigterm"])
+    shutil.rmtree(_state["folder"], ignore_errors=True)
+    cloudpickle.unregister_pickle_by_value(ray_helpers)
+    _state.clear()
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[Any]:
+    """A local Ray instance with 2 CPUs whose sockets, logs and spill files live in a temp folder."""
+    yield _start()
+    _stop()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Started again if a test of this folder runs after another package's (e.g. under reordering).
+    if "ray_session" in getattr(item, "fixturenames", ()):
+        _start()
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    # In a whole-repository run, stop Ray after this folder's last test rather than at the end of
+    # the session, so the packages tested after this one never share a process with a live Ray.
+    if nextitem is None or Path(_HERE) not in Path(str(nextitem.path)).parents:
+        _stop()
 
 
 @pytest.fixture
