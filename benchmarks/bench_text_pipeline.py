@@ -210,23 +210,12 @@ def median_of(fn: Callable[[], float], repeats: int) -> float:
     return statistics.median(fn() for _ in range(repeats))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--quick", action="store_true", help="small corpus and budgets (smoke run)")
-    args = ap.parse_args()
-    english, technical = corpus_texts()
-    if args.quick:
-        english, technical = english[:4000], technical[:1000]
-    texts = english + technical
-    nbytes = sum(len(t.encode()) for t in texts)
-    print(f"text: {len(texts)} documents, {nbytes / 1e6:.1f} MB; {os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}")
-
+def throughput(texts: list[str], repeats: int) -> None:
     print("\n1. tokenize(gpt2) + pack_sequences(2048) + batch(8) vs raw tokenizers, same text (medians)")
     configs = [("threads", 2), ("threads", 1), ("processes", 2)]
     raw: dict[str, list[tuple[float, float]]] = {v: [] for v in RAW_VARIANTS}
     pipe: dict[tuple[str, int], list[tuple[float, float, float]]] = {c: [] for c in configs}
-    for _ in range(args.repeats):  # interleaved, so a busy neighbour hurts both sides alike
+    for _ in range(repeats):  # interleaved, so a busy neighbour hurts both sides alike
         for v in RAW_VARIANTS:
             raw[v].append(raw_tokens_per_s(texts, v))
         for c in configs:
@@ -247,10 +236,12 @@ def main() -> None:
             f"(incl. start-up {e2e:,.0f}/s = {e2e / best_wall:.2f}x)"
         )
 
+
+def padding(texts: list[str], quick: bool) -> None:
     print("\n2./3. padding (pretokenized text, repeated; lanes=1)")
     docs = pretokenize(texts)
     mean_tokens = float(np.mean([len(a) for a in docs]))
-    budget = 2_000_000 if args.quick else 20_000_000
+    budget = 2_000_000 if quick else 20_000_000
     print(f"   documents average {mean_tokens:.1f} tokens; target_length {TARGET_LENGTH}")
     print(f"   {'algorithm':22s} {'K=8 (default)':>14s} {'K=0 (never)':>12s} {'flush cost':>11s}")
     for algorithm, split in (("wrap", None), ("first_fit", False), ("best_fit", False), ("best_fit", True)):
@@ -265,7 +256,7 @@ def main() -> None:
     print("   wrap: extra padding from flush sentinels (K=8 vs never) by chunk_size")
     for chunk_size in (256, 1024, 4096, 8192):
         window = chunk_size * 8 * mean_tokens
-        need = max(budget, int(15 * window)) if not args.quick else budget
+        need = max(budget, int(15 * window)) if not quick else budget
         frac, total = padding_fraction(
             docs, algorithm="wrap", allow_split=None, k=8, chunk_size=chunk_size, min_tokens=need
         )
@@ -274,6 +265,8 @@ def main() -> None:
             f"{100 * frac:.4f} pp over {total / 1e6:.0f}M tokens"
         )
 
+
+def mixing(english: list[str], quick: bool) -> None:
     print("\n4. token shares (English documents vs runs of 4 of them, target 50:50 in tokens, >= 1M tokens)")
     for weight_by in ("samples", "tokens"):
         s, n = document_shares(english, weight_by, None)
@@ -281,13 +274,13 @@ def main() -> None:
             f"   weight_by={weight_by:8s} whole run ({n / 1e6:.2f}M tokens): short {100 * s[0]:6.2f}%  long {100 * s[1]:6.2f}%"
             f"  (|error| {100 * abs(s[0] - 0.5):.2f} pp)"
         )
-    prefix = 200_000 if args.quick else 1_000_000
+    prefix = 200_000 if quick else 1_000_000
     s, n = document_shares(english, "tokens", prefix)
     print(
         f"   weight_by=tokens   first {n / 1e6:.2f}M tokens only: short {100 * s[0]:6.2f}% "
         "(a prefix reads a sample of shards: its share carries that sample's noise)"
     )
-    steps = 8 if args.quick else 40
+    steps = 8 if quick else 40
     for ensure in (False, True):
         g = global_batch_shares(english, ensure, steps)
         print(
@@ -295,6 +288,27 @@ def main() -> None:
             f"mean {100 * g.mean():.2f}%, mean |error| {100 * np.abs(g - 0.5).mean():.2f} pp, "
             f"max {100 * np.abs(g - 0.5).max():.2f} pp over {len(g)} global batches of {4 * MICROBATCH * TARGET_LENGTH:,} tokens"
         )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="small corpus and budgets (smoke run)")
+    ap.add_argument("--sections", default="1234", help="which figures to produce, e.g. 1 or 34 (default: all)")
+    args = ap.parse_args()
+    english, technical = corpus_texts()
+    if args.quick:
+        english, technical = english[:4000], technical[:1000]
+    texts = english + technical
+    nbytes = sum(len(t.encode()) for t in texts)
+    print(f"text: {len(texts)} documents, {nbytes / 1e6:.1f} MB; {os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}")
+
+    if "1" in args.sections:
+        throughput(texts, args.repeats)
+    if "2" in args.sections or "3" in args.sections:
+        padding(texts, args.quick)
+    if "4" in args.sections:
+        mixing(english, args.quick)
 
 
 if __name__ == "__main__":
