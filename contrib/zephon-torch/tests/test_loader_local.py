@@ -170,3 +170,18 @@ def test_the_pipeline_must_end_with_batch():
     ws = StaticMixtureWorkSource([Dataset.from_records("d", [{"x": 1}] * 8)], chunk_size=4)
     with pytest.raises(ConfigError, match=r"must end with \.batch"):
         ZephonLoader(Pipeline(ws).options(lanes=2))
+
+
+def test_gathering_without_a_process_group_says_what_to_do(tmp_path):
+    from zephon_torch import gather_checkpoint, load_checkpoint, save_checkpoint
+
+    with pytest.raises(ConfigError, match="needs torch.distributed to reach the other 1 rank"):
+        gather_checkpoint(ZephonLoader(build(), dp_rank=0, dp_world_size=2))
+    single = ZephonLoader(build())
+    first_steps(single, 2)
+    merged = save_checkpoint(single, tmp_path / "ckpt.json")  # one rank: no process group needed
+    single.close()
+    assert load_checkpoint(tmp_path / "ckpt.json") == merged
+    resumed = ZephonLoader(build())
+    resumed.load_state_dict(merged)
+    assert resumed.step == 2

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zephon_core import CheckpointError, merge_checkpoints
+from zephon_core import CheckpointError, ConfigError, merge_checkpoints
 from zephon_torch.collectives import all_gather_bytes, all_reduce_sum
 from zephon_torch.errors import RankFailureError
 from zephon_torch.loader import ZephonLoader
@@ -34,9 +34,16 @@ def gather_checkpoint(loader: ZephonLoader) -> dict[str, Any]:
     ``loader.load_state_dict(state)``.
 
     Raises:
+        ConfigError: several data-parallel ranks but no process group to gather over.
         CheckpointError: the ranks' states belong to different pipelines or overlap.
         RankFailureError: a rank did not answer within the loader's timeout.
     """
+    if loader.info.world_size > 1 and not loader.info.distributed:
+        raise ConfigError(
+            f"gather_checkpoint needs torch.distributed to reach the other {loader.info.world_size - 1} rank(s): "
+            "initialise a process group, or save each rank's loader.state_dict() and join them with "
+            "zephon_core.merge_checkpoints"
+        )
     mine = json.dumps(loader.kernel_state_dict(), sort_keys=True).encode()
     blobs = all_gather_bytes(mine, loader.info, loader.timeout, f"checkpoint gather at global step {loader.step}")
     merged = merge_checkpoints([json.loads(b) for b in blobs])

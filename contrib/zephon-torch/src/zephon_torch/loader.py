@@ -100,6 +100,13 @@ class ZephonLoader:
         check_ranks: at the first step, gather every rank's configuration and fail fast on any
             mismatch (different pipeline, batch size, resume step, or duplicated ranks).
 
+    Attributes:
+        info: this process's data-parallel rank, size and group.
+        step: the index of the next global step (restored by ``load_state_dict``).
+        microbatches_per_step: this rank's microbatches per global step.
+        finished: the data ended (on some rank) and every rank stopped at the same step.
+        exhausted_locally: the data ended on one of *this* rank's lanes (else another rank's).
+
     Raises:
         ConfigError: lanes do not split evenly over the data-parallel ranks, or the global batch
             is not a whole number of rounds over each rank's lanes.
@@ -206,12 +213,16 @@ class ZephonLoader:
         full = failure is None and len(batches) == self.microbatches_per_step
         arrays = [b.to_training() for b in batches] if full else []
         tokens = self._count_tokens(arrays)
-        have, failed, total = all_reduce_sum(
-            [int(full), int(failure is not None), tokens or 0],
-            self.info,
-            self.timeout,
-            f"end-of-data agreement before global step {self.step}",
-        )
+        try:
+            have, failed, total = all_reduce_sum(
+                [int(full), int(failure is not None), tokens or 0],
+                self.info,
+                self.timeout,
+                f"end-of-data agreement before global step {self.step}",
+            )
+        except RankFailureError:
+            self.close()
+            raise
         if failure is not None:
             self.close()
             raise failure

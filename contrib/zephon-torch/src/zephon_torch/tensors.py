@@ -40,8 +40,8 @@ def to_tensors(
 ) -> dict[str, torch.Tensor]:
     """Wrap each array as a tensor that shares its memory; optionally pin and move it.
 
-    Read-only arrays are copied once (torch cannot share memory it may not write); numpy scalars
-    and 0-d arrays become 0-d tensors.
+    Read-only arrays and arrays with negative strides are copied once (torch cannot share them);
+    numpy scalars and 0-d arrays become 0-d tensors.
 
     Args:
         arrays: the microbatch, e.g. ``SampleBatch.to_training()``.
@@ -51,8 +51,8 @@ def to_tensors(
     out: dict[str, torch.Tensor] = {}
     for key, value in arrays.items():
         arr = np.asarray(value)
-        if not arr.flags.writeable or not arr.flags.c_contiguous:
-            arr = np.ascontiguousarray(arr).copy()
+        if not arr.flags.writeable or any(stride < 0 for stride in arr.strides):
+            arr = arr.copy()
         t = torch.from_numpy(arr)
         if pin_memory:
             t = t.pin_memory()
