@@ -12,7 +12,7 @@ import ast
 import sys
 from pathlib import Path
 
-import tomllib
+import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1]
 SOURCES = sorted((PACKAGE / "src" / "zephon_ray").glob("*.py"))
