@@ -85,7 +85,7 @@ class RayExecutor:
     Args:
         fn: the operator's pure worker function.
         parallelism: number of actors.
-        label: the operator's name, used in every error message and in actor names.
+        label: the operator's name, used in every error message.
         options: where Ray is and what each actor asks for.
 
     Raises:
@@ -207,6 +207,8 @@ class RayExecutor:
 
     def _on_ready(self, i: int, rf: Future[Any]) -> None:
         self._starting.discard(i)
+        if i in self._dead:  # given up on at the start timeout and killed
+            return
         try:
             pid, host, load_error = rf.result()
         except Exception as exc:
