@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zephon_core.hookspecs import hookimpl
 from zephon_core.ops.contract import WorkerFn
 from zephon_ray.options import RayOptions, check_keys, resolve
+
+if TYPE_CHECKING:  # the executor imports Ray; the plugin scan must not
+    from zephon_ray.executor import RayExecutor
 
 
 class RayRunner:
@@ -32,7 +35,7 @@ class RayRunner:
         """The options in force now (resolved when each operator starts, so later changes apply)."""
         return resolve(self._overrides)
 
-    def start(self, fn: WorkerFn, parallelism: int, label: str) -> Any:
+    def start(self, fn: WorkerFn, parallelism: int, label: str) -> RayExecutor:
         """Create ``parallelism`` actors holding ``fn``; Ray is initialised here if it is not yet."""
         from zephon_ray.executor import RayExecutor
 
