@@ -31,6 +31,7 @@ class TestWrapConformance(PackConformance):
     algorithm = "wrap"
 
 
+@pytest.mark.slow  # the bin logic is also covered by TestBestFitSplitConformance
 class TestFirstFitConformance(PackConformance):
     algorithm = "first_fit"
     allow_split = False

@@ -19,6 +19,7 @@ class TestTokenizeConformance(OperatorConformance):
         return functools.partial(Tokenize, "gpt2")
 
 
+@pytest.mark.slow
 class TestTokenizeSplitConformance(OperatorConformance):
     """1→n: documents cut into pieces of at most 24 tokens."""
 
