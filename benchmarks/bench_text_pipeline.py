@@ -89,9 +89,6 @@ def raw_tokens_per_s(texts: list[str], variant: str) -> tuple[float, float]:
     return n / (time.perf_counter() - t0), n / (cpu_seconds() - c0)
 
 
-RAW_VARIANTS = ("encode_batch(all)", "encode_batch_fast(all)", "encode_batch_fast(256) x 2 threads")
-
-
 def pipeline_tokens_per_s(texts: list[str], runner: str, parallelism: int) -> tuple[float, float, float]:
     """Usable tokens/s of tokenize + pack + batch: end to end incl. start-up, after the first batch,
     and usable tokens per CPU second (start-up included)."""
@@ -210,31 +207,53 @@ def median_of(fn: Callable[[], float], repeats: int) -> float:
     return statistics.median(fn() for _ in range(repeats))
 
 
+THROUGHPUT_CASES: list[tuple[str, str, Any, bool]] = [
+    # (label, kind, argument, tokenizers' own threads on)
+    ("raw encode_batch(all)", "raw", "encode_batch(all)", True),
+    ("raw encode_batch_fast(all)", "raw", "encode_batch_fast(all)", True),
+    ("raw encode_batch_fast(256) x 2 threads", "raw", "encode_batch_fast(256) x 2 threads", True),
+    ("raw encode_batch_fast(256) x 2 threads, TP=false", "raw", "encode_batch_fast(256) x 2 threads", False),
+    ("zephon threads parallelism=2", "zephon", ("threads", 2), True),
+    ("zephon threads parallelism=1", "zephon", ("threads", 1), True),
+    ("zephon threads parallelism=2, TP=false", "zephon", ("threads", 2), False),
+    ("zephon processes parallelism=2", "zephon", ("processes", 2), True),
+    ("zephon processes parallelism=2, TP=false", "zephon", ("processes", 2), False),
+]
+
+
 def throughput(texts: list[str], repeats: int) -> None:
-    print("\n1. tokenize(gpt2) + pack_sequences(2048) + batch(8) vs raw tokenizers, same text (medians)")
-    configs = [("threads", 2), ("threads", 1), ("processes", 2)]
-    raw: dict[str, list[tuple[float, float]]] = {v: [] for v in RAW_VARIANTS}
-    pipe: dict[tuple[str, int], list[tuple[float, float, float]]] = {c: [] for c in configs}
-    for _ in range(repeats):  # interleaved, so a busy neighbour hurts both sides alike
-        for v in RAW_VARIANTS:
-            raw[v].append(raw_tokens_per_s(texts, v))
-        for c in configs:
-            pipe[c].append(pipeline_tokens_per_s(texts, *c))
-    raw_wall = {v: statistics.median(x[0] for x in xs) for v, xs in raw.items()}
-    raw_cpu = {v: statistics.median(x[1] for x in xs) for v, xs in raw.items()}
-    best_wall, best_cpu = max(raw_wall.values()), max(raw_cpu.values())
-    print(f"   {'':44s} {'tokens/s':>10s} {'tokens/CPU-s':>13s}")
-    for v in RAW_VARIANTS:
-        print(f"   raw {v:40s} {raw_wall[v]:>10,.0f} {raw_cpu[v]:>13,.0f}")
-    for (runner, par), xs in pipe.items():
-        e2e = statistics.median(x[0] for x in xs)
-        steady = statistics.median(x[1] for x in xs)
-        cpu = statistics.median(x[2] for x in xs)
-        print(
-            f"   zephon {runner:9s} parallelism={par} (usable)        {steady:>10,.0f} {cpu:>13,.0f}   "
-            f"= {steady / best_wall:.2f}x / {cpu / best_cpu:.2f}x best raw   "
-            f"(incl. start-up {e2e:,.0f}/s = {e2e / best_wall:.2f}x)"
-        )
+    print("\n1. tokenize(gpt2) + pack_sequences(2048) + batch(8) vs raw tokenizers over the same text")
+    print(
+        "   (zephon counts usable = non-padding tokens, after the first batch; TP=false: TOKENIZERS_PARALLELISM=false)"
+    )
+    results: dict[str, list[tuple[float, float]]] = {label: [] for label, *_ in THROUGHPUT_CASES}
+    for _ in range(repeats):  # interleaved, so a busy neighbour hurts every case alike
+        for label, kind, arg, native_threads in THROUGHPUT_CASES:
+            if native_threads:
+                os.environ.pop("TOKENIZERS_PARALLELISM", None)
+            else:
+                os.environ["TOKENIZERS_PARALLELISM"] = "false"  # read by tokenizers at every call
+            if kind == "raw":
+                results[label].append(raw_tokens_per_s(texts, arg))
+            else:
+                _, steady, cpu = pipeline_tokens_per_s(texts, *arg)
+                results[label].append((steady, cpu))
+    os.environ.pop("TOKENIZERS_PARALLELISM", None)
+    best = {k: max(x[0] for x in v) for k, v in results.items()}
+    median = {k: statistics.median(x[0] for x in v) for k, v in results.items()}
+    cpu = {k: statistics.median(x[1] for x in v) for k, v in results.items()}
+    raw_labels = [label for label, kind, *_ in THROUGHPUT_CASES if kind == "raw"]
+    top = max(raw_labels, key=lambda k: best[k])
+    base = "raw encode_batch(all)"
+    print(f"   {'':52s} {'best tok/s':>11s} {'median':>10s} {'tok/CPU-s':>10s}")
+    for label, kind, *_ in THROUGHPUT_CASES:
+        line = f"   {label:52s} {best[label]:>11,.0f} {median[label]:>10,.0f} {cpu[label]:>10,.0f}"
+        if kind == "zephon":
+            line += (
+                f"   {best[label] / best[base]:.2f}x encode_batch(all), {best[label] / best[top]:.2f}x best raw"
+                f" (median {median[label] / median[base]:.2f}x, CPU {cpu[label] / cpu[base]:.2f}x)"
+            )
+        print(line)
 
 
 def padding(texts: list[str], quick: bool) -> None:
@@ -292,7 +311,7 @@ def mixing(english: list[str], quick: bool) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved repetitions of each throughput case")
     ap.add_argument("--quick", action="store_true", help="small corpus and budgets (smoke run)")
     ap.add_argument("--sections", default="1234", help="which figures to produce, e.g. 1 or 34 (default: all)")
     args = ap.parse_args()
