@@ -13,7 +13,7 @@ from typing import Any
 from zephon_core import Accumulator, ConfigError, Operator, Records, Traits, Work
 from zephon_core.ops.contract import Emitted, WorkerFn
 from zephon_tokenize.calibrate import estimate_tokens_per_sample
-from zephon_tokenize.resolve import resolve_tokenizer
+from zephon_tokenize.resolve import BUILTIN_NAMES, resolve_tokenizer
 from zephon_tokenize.worker import TokenizeWorker
 
 
@@ -53,7 +53,9 @@ class Tokenize(Operator):
         calibration_read_samples: documents read per dataset to measure bytes per document, for
             token-aware mixing (see :mod:`zephon_tokenize.calibrate`).
         calibration_tokenize_bytes: text tokenized per dataset to measure tokens per byte.
-        parallelism: worker count.
+        parallelism: worker threads or processes. When it equals the cores you give to
+            tokenization, also set ``TOKENIZERS_PARALLELISM=false`` so the tokenizer's own thread
+            pool does not compete with the workers (see docs/text-pipeline.md).
         runner: ``"inline"``, ``"threads"`` or ``"processes"`` (default: the pipeline's).
         name: operator name in errors and fingerprints.
     """
@@ -81,7 +83,13 @@ class Tokenize(Operator):
         super().__init__(parallelism=parallelism, runner=runner, name=name)
         if not isinstance(field, str) or not field:
             raise ConfigError(f"tokenize: field must be a non-empty string, got {field!r}")
-        for flag, value in (("add_bos", add_bos), ("add_eos", add_eos), ("split_long_samples", split_long_samples)):
+        flags = {
+            "add_bos": add_bos,
+            "add_eos": add_eos,
+            "split_long_samples": split_long_samples,
+            "keep_text": keep_text,
+        }
+        for flag, value in flags.items():
             if not isinstance(value, bool):
                 raise ConfigError(f"tokenize: {flag} must be True or False, got {value!r}")
         resolved = resolve_tokenizer(tokenizer_id, bos_token=bos_token, eos_token=eos_token, shared=True)
@@ -124,7 +132,8 @@ class Tokenize(Operator):
     def config(self) -> dict[str, Any]:
         w = self._worker
         return {
-            "tokenizer": self.tokenizer_label,
+            # a file's path may differ between machines; its content (the digest) may not
+            "tokenizer": self.tokenizer_label if self.tokenizer_label in BUILTIN_NAMES else "custom",
             "tokenizer_sha256": self.tokenizer_sha256,
             "field": self.field,
             "bos_id": w.bos_id,
