@@ -84,6 +84,7 @@ class _MixAccumulator(Accumulator):
             out.payloads.append(payload)
             out.keys.append(key)
             out.lineage.append(lin)
+        self._held_tokens = 0.0  # empty: drop any floating-point residue of the running sum
 
     def push(self, records: Records) -> list[Emitted]:
         queues = self._queues
