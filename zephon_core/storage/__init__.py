@@ -8,7 +8,7 @@ Public names (plugins import only these):
   of whole files behind it.
 * :func:`call_with_retry`, :func:`is_permanent_error`, :func:`describe_error` — how storage faults
   are retried or reported.
-* :func:`read_manifest`, :func:`write_manifest`, :func:`check_listing` — the ``_zephon_manifest.json``
+* :func:`list_data_files`, :func:`read_manifest`, :func:`write_manifest`, :func:`check_listing` — the ``_zephon_manifest.json``
   that ``zephon index`` writes so a folder dataset knows which files it must contain.
 * :class:`MappedFiles` — read-only memory maps of a dataset's files (decompressed through the cache
   when a reader gives a codec), kept open in a per-process LRU.
@@ -23,7 +23,14 @@ from zephon_core.storage.cache import CachedFile, ShardCache, cache_key
 from zephon_core.storage.config import DEFAULT_CACHE_BYTES, default_cache_bytes, default_cache_dir, parse_bytes
 from zephon_core.storage.location import FileInfo, LocalFile, Storage
 from zephon_core.storage.lru import ByteLRU
-from zephon_core.storage.manifest import MANIFEST, ManifestEntry, check_listing, read_manifest, write_manifest
+from zephon_core.storage.manifest import (
+    MANIFEST,
+    ManifestEntry,
+    check_listing,
+    list_data_files,
+    read_manifest,
+    write_manifest,
+)
 from zephon_core.storage.mapped import MappedFiles
 from zephon_core.storage.retry import call_with_retry, describe_error, is_permanent_error
 
@@ -65,6 +72,7 @@ __all__ = [
     "default_cache_dir",
     "describe_error",
     "is_permanent_error",
+    "list_data_files",
     "parse_bytes",
     "read_manifest",
     "split_storage_options",

@@ -97,3 +97,25 @@ def check_listing(storage: Storage, files: list[FileInfo], manifest: dict[str, M
             raise ReaderError(
                 f"{storage.url_of(rel)}: has {listed[rel].size} bytes, {MANIFEST} says {entry.size}: the file changed{hint}"
             )
+
+
+def list_data_files(
+    storage: Storage,
+    is_data_file: Any,
+    fmt: str,
+    *,
+    use_manifest: bool = True,
+    what: str = "data files",
+) -> tuple[list[FileInfo], dict[str, ManifestEntry] | None]:
+    """A folder dataset's data files, held to its manifest when ``zephon index`` wrote one.
+
+    Returns the sorted files and the manifest (or None). No matching file, or a listing that
+    disagrees with the manifest, is a :class:`ReaderError` naming the dataset or the file.
+    """
+    files = storage.list_files(is_data_file)
+    if not files:
+        raise ReaderError(f"{storage.url_of('')}: no {what} found")
+    manifest = read_manifest(storage, fmt) if use_manifest else None
+    if manifest is not None:
+        check_listing(storage, files, manifest)
+    return files, manifest

@@ -26,10 +26,9 @@ from zephon_core.storage import (
     LocalFile,
     ManifestEntry,
     Storage,
-    check_listing,
     describe_error,
+    list_data_files,
     parse_bytes,
-    read_manifest,
     split_storage_options,
 )
 from zephon_parquet.detect import is_data_file
@@ -108,14 +107,13 @@ class ParquetReader(Reader):
     def files(self) -> list[FileInfo]:
         """The Parquet files, sorted by relative path (listed once per reader)."""
         if self._files is None:
-            files = self.storage.list_files(is_data_file)
-            if not files:
-                raise ReaderError(f"{self.path}: no Parquet files (.parquet, .pq) found")
-            if self.use_manifest:
-                self._manifest = read_manifest(self.storage, self.format)
-                if self._manifest is not None:
-                    check_listing(self.storage, files, self._manifest)
-            self._files = files
+            self._files, self._manifest = list_data_files(
+                self.storage,
+                is_data_file,
+                self.format,
+                use_manifest=self.use_manifest,
+                what="Parquet files (.parquet, .pq)",
+            )
         return self._files
 
     def _name(self, i: int) -> str:

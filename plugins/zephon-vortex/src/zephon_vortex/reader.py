@@ -23,9 +23,8 @@ from zephon_core.storage import (
     LocalFile,
     ManifestEntry,
     Storage,
-    check_listing,
     describe_error,
-    read_manifest,
+    list_data_files,
     split_storage_options,
 )
 from zephon_vortex.detect import is_data_file
@@ -102,14 +101,13 @@ class VortexReader(Reader):
     def files(self) -> list[FileInfo]:
         """The Vortex files, sorted by relative path (listed once per reader)."""
         if self._files is None:
-            files = self.storage.list_files(is_data_file)
-            if not files:
-                raise ReaderError(f"{self.path}: no Vortex files (.vortex, .vtx) found")
-            if self.use_manifest:
-                self._manifest = read_manifest(self.storage, self.format)
-                if self._manifest is not None:
-                    check_listing(self.storage, files, self._manifest)
-            self._files = files
+            self._files, self._manifest = list_data_files(
+                self.storage,
+                is_data_file,
+                self.format,
+                use_manifest=self.use_manifest,
+                what="Vortex files (.vortex, .vtx)",
+            )
         return self._files
 
     def _name(self, i: int) -> str:
