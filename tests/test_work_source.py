@@ -126,3 +126,10 @@ def test_bad_mixture_weights():
         MixtureSpec({"a": 1.0, "b": 0.0})
     with pytest.raises(ConfigError, match="unique"):
         StaticMixtureWorkSource([_ds("a", 10), _ds("a", 10)])
+
+
+def test_scalar_and_vector_splitmix_agree():
+    from zephon_core.hashing import _splitmix64_int, splitmix64
+
+    xs = np.random.default_rng(0).integers(0, 2**63, 1000, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    assert [_splitmix64_int(int(x)) for x in xs] == [int(v) for v in splitmix64(xs)]

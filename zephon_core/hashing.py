@@ -68,9 +68,17 @@ def splitmix64(x: np.ndarray | int) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+def _splitmix64_int(x: int) -> int:
+    """SplitMix64 on one Python int: the same values as :func:`splitmix64`, without numpy overhead."""
+    z = (x + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
 def mix64(a: int, b: int) -> int:
     """Combine two 64-bit identities into one (used for child and merged record identities)."""
-    return int(splitmix64(np.uint64((a * 0x9E3779B97F4A7C15 + b) & _M64)))
+    return _splitmix64_int((a * 0x9E3779B97F4A7C15 + b) & _M64)
 
 
 def uniforms(key: int, ids: Sequence[int] | np.ndarray) -> np.ndarray:
