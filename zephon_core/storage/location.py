@@ -151,6 +151,15 @@ class Storage:
     def _retry(self, fn: Callable[[], Any], what: str) -> Any:
         return call_with_retry(fn, what=what, attempts=self.retries, base_delay=self.backoff)
 
+    def read_bytes(self, rel: str) -> bytes:
+        """The whole content of a small file (an index, a manifest), read with retries."""
+
+        def fetch() -> bytes:
+            with self.fs.open(self.full_path(rel), "rb") as f:
+                return f.read()
+
+        return self._retry(fetch, self.url_of(rel))
+
     def _resolve(self) -> str:
         """The folder that relative paths hang off; detects a single-file dataset once."""
         if self._base is None:

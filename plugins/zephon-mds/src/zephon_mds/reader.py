@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import ByteLRU, MappedFiles, Storage, call_with_retry, split_storage_options
+from zephon_core.storage import ByteLRU, MappedFiles, Storage, split_storage_options
 from zephon_mds.codecs import decompress_file
 from zephon_mds.encodings import Decoder, UnsupportedEncoding, decoder_for, fixed_size
 from zephon_mds.layout import INDEX_FILE, Layout, ShardEntry, parse_layout
@@ -72,15 +72,9 @@ class MDSReader(Reader):
 
     # -- construction -------------------------------------------------------------------------------
     def _load_layout(self) -> Layout:
-        st = self.storage
-        where = st.url_of(INDEX_FILE)
-
-        def fetch() -> bytes:
-            with st.fs.open(st.full_path(INDEX_FILE), "rb") as f:
-                return f.read()
-
+        where = self.storage.url_of(INDEX_FILE)
         try:
-            raw = call_with_retry(fetch, what=where, attempts=st.retries, base_delay=st.backoff)
+            raw = self.storage.read_bytes(INDEX_FILE)
         except ReaderError as exc:
             raise ReaderError(f"mds dataset {self.path!r}: cannot read index.json ({exc})") from None
         return parse_layout(raw, where)
