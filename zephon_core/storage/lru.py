@@ -27,14 +27,18 @@ class ByteLRU:
         self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
 
     def get(self, key: Hashable) -> Any:
         """The value for ``key`` (now most recently used), or None."""
         with self._lock:
             hit = self._items.get(key)
             if hit is None:
+                self.misses += 1
                 return None
             self._items.move_to_end(key)
+            self.hits += 1
             return hit[0]
 
     def put(self, key: Hashable, value: Any, nbytes: int) -> None:
@@ -56,3 +60,11 @@ class ByteLRU:
         with self._lock:
             self._items.clear()
             self._bytes = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes currently kept."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
 from zephon_core.storage import (
+    ByteLRU,
     FileInfo,
     LocalFile,
     ManifestEntry,
@@ -32,7 +33,6 @@ from zephon_core.storage import (
     split_storage_options,
 )
 from zephon_parquet.detect import is_data_file
-from zephon_parquet.lru import ByteLRU
 
 DEFAULT_ROW_GROUP_CACHE = 256 * 1024**2
 
@@ -89,7 +89,7 @@ class ParquetReader(Reader):
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._cache: ByteLRU[pa.Table] = ByteLRU(self.row_group_cache_bytes, lambda t: t.nbytes)
+        self._cache = ByteLRU(self.row_group_cache_bytes)
         self._open: OrderedDict[int, tuple[pq.ParquetFile, LocalFile, threading.Lock]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -207,7 +207,7 @@ class ParquetReader(Reader):
         expected = int(self.row_group_offsets(i)[g + 1] - self.row_group_offsets(i)[g])
         if table.num_rows != expected:
             raise ReaderError(f"{self._name(i)}: row group {g} has {table.num_rows} rows, footer says {expected}")
-        self._cache.put(key, table)
+        self._cache.put(key, table, table.nbytes)
         return table
 
     # -- reading ------------------------------------------------------------------------------------
