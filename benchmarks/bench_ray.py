@@ -29,7 +29,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource
-from zephon_core.plugins import get_plugin_manager
+from zephon_core.plugins import default_plugin_manager
 
 CASES = (("threads", 1), ("processes", 1), ("ray", 1), ("ray", 2))
 """(runner, tasks_per_actor): the Ray runner once as configured by default and once with a queued task."""
@@ -65,7 +65,7 @@ def source(recs: list[dict[str, Any]], chunk_size: int) -> StaticMixtureWorkSour
 
 def executor_tasks_per_second(runner: str, parallelism: int, n: int) -> float:
     """Round trips per second of trivial tasks through a started executor (start-up excluded)."""
-    ex = get_plugin_manager().registry.get("runner", runner).load()().start(echo, parallelism, f"bench_{runner}")
+    ex = default_plugin_manager().registry.get("runner", runner).load()().start(echo, parallelism, f"bench_{runner}")
     try:
         [ex.submit(i) for i in range(2 * parallelism)][-1].result(timeout=300)  # workers are up
         t0 = time.perf_counter()

@@ -8,14 +8,18 @@ no download: paragraphs form one dataset, single sentences a second, mixed 3:1.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from zephon_core.ops.stateful import Emit, take_sources
 from zephon_core.pipeline import Pipeline
 from zephon_core.work.dataset import Dataset
 from zephon_core.work.mixture import MixtureSpec
 from zephon_core.work.source import StaticMixtureWorkSource
+
+if TYPE_CHECKING:
+    from zephon_core.plugins import ZephonPluginManager
 
 ROW = 128
 
@@ -41,29 +45,43 @@ def to_bytes(payload: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def concat_init() -> dict[str, Any]:
-    return {"buf": []}
+    """The row buffer, and whose tokens it holds: ``[document index, tokens still in buf]`` pairs.
+
+    ``pushed`` counts the documents pushed to the lane, which is how :class:`Emit` names them. The
+    spans exist only for lineage: a row cut after pushing document C may start with the tail of
+    document B that the buffer carried over, and must name B as well as C.
+    """
+    return {"buf": [], "spans": [], "pushed": 0}
 
 
-def concat_push(state: dict[str, Any], payload: dict[str, Any]) -> list[list[int]]:
-    """Append a document's tokens (plus a separator) and cut every full row of ``ROW`` tokens."""
+def concat_push(state: dict[str, Any], payload: dict[str, Any]) -> list[Emit]:
+    """Append a document's tokens (plus a separator) and cut every full row of ``ROW`` tokens.
+
+    The separator counts as its document's last token, so a row that holds only the separator of a
+    document names that document.
+    """
     buf = state["buf"]
-    buf.extend(payload["tokens"].tolist())
+    tokens = payload["tokens"].tolist()
+    buf.extend(tokens)
     buf.append(0)
+    state["spans"].append([state["pushed"], len(tokens) + 1])
+    state["pushed"] += 1
     rows = []
     while len(buf) >= ROW:
-        rows.append(buf[:ROW])
+        rows.append(Emit(buf[:ROW], take_sources(state["spans"], ROW)))
         del buf[:ROW]
     return rows
 
 
-def concat_flush(state: dict[str, Any]) -> list[list[int]]:
+def concat_flush(state: dict[str, Any]) -> list[Emit]:
     """Emit the partial row, padded with -1, so the lane restarts clean."""
     buf = state["buf"]
     if not buf:
         return []
     row = buf + [-1] * (ROW - len(buf))
+    sources = take_sources(state["spans"], len(buf))
     buf.clear()
-    return [row]
+    return [Emit(row, sources)]
 
 
 def concat_transform(row: list[int]) -> dict[str, Any]:
@@ -80,10 +98,16 @@ def make_source(seed: int = 1234, chunk_size: int = 64, scale: int = 1) -> Stati
     )
 
 
-def build(parallelism: int = 2, *, source: StaticMixtureWorkSource | None = None, microbatch: int = 8) -> Pipeline:
-    """The demo pipeline: filter+tokenize, pack into rows, shuffle, batch."""
+def build(
+    parallelism: int = 2,
+    *,
+    source: StaticMixtureWorkSource | None = None,
+    microbatch: int = 8,
+    plugins: ZephonPluginManager | None = None,
+) -> Pipeline:
+    """The demo pipeline: filter+tokenize, pack into rows, shuffle, batch (``plugins`` as for ``Pipeline``)."""
     return (
-        Pipeline(source or make_source())
+        Pipeline(source or make_source(), plugins=plugins)
         .map_transform(to_bytes, parallelism=parallelism)
         .stateful_transform(
             "concat_rows",
@@ -111,11 +135,19 @@ def _progress(done: int, total: int | None, label: str) -> None:
     sys.stderr.flush()
 
 
-def run(*, lanes: int = 4, flush_every: int = 2, quick: bool = False) -> bool:
+def run(
+    *, lanes: int = 4, flush_every: int = 2, quick: bool = False, plugins: ZephonPluginManager | None = None
+) -> bool:
     """Run the demo pipeline, print throughput, then check itself against other configurations.
 
-    Returns True when every global batch hash of every check matched the first run.
+    Every pipeline of the run is built with ``plugins`` (default: a fresh default manager, made
+    once here so the checks compare like with like). Returns True when every global batch hash of
+    every check matched the first run.
     """
+    if plugins is None:
+        from zephon_core.plugins import default_plugin_manager
+
+        plugins = default_plugin_manager()
     import sys
     import time
 
@@ -125,7 +157,7 @@ def run(*, lanes: int = 4, flush_every: int = 2, quick: bool = False) -> bool:
     source = make_source(chunk_size=32 if quick else 64, scale=1 if quick else 3)
 
     def builder(par: int) -> Pipeline:
-        return build(par, source=source)
+        return build(par, source=source, plugins=plugins)
 
     names = ", ".join(f"{d.name} ({d.num_samples} docs)" for d in source.datasets)
     print(f"Zephon demo: {names}, mixed 3:1; {lanes} lanes; flush every {flush_every} chunks")

@@ -3,31 +3,99 @@
 Every hook receives a ``register`` callback and calls it once per thing provided, with keyword
 arguments (the llm pattern). Registration is validated in one place (:mod:`zephon_core.plugins`).
 Factories may be given as lazy ``"module:attr"`` strings so ``import zephon_core`` stays cheap.
+
+The callbacks are typed by the :class:`Register`, :class:`ReaderRegister` and
+:class:`DemoRegister` protocols, so a plugin author's editor and type checker catch a misspelled or
+missing argument. Their parameters are keyword-only: a registration reads as a record, and the
+kernel can add optional fields later without breaking any plugin.
+
+A plugin module looks like::
+
+    from zephon_core.hookspecs import Register, hookimpl
+
+    @hookimpl
+    def zephon_register_operators(register: Register) -> None:
+        register(name="dedupe", factory="zephon_dedupe.operator:Dedupe", description="drop repeats")
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import pluggy
+
+if TYPE_CHECKING:
+    from zephon_core.plugins import ZephonPluginManager
 
 PROJECT = "zephon"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+Factory: TypeAlias = Callable[..., Any] | str
+"""A callable, or a lazy ``"module:attr"`` string naming one (imported only when first used)."""
+
+Detect: TypeAlias = Callable[[Any, str, list[str]], bool] | str
+"""``detect(fs, root, files) -> bool``: does the dataset at ``root`` (an fsspec filesystem and a
+path on it; ``files`` relative to ``root``) look like this format? Or a ``"module:attr"`` string."""
+
+IndexBuilder: TypeAlias = Callable[[str], Any] | str
+"""``index(path)``: build the format's index ahead of time (what ``zephon index PATH`` runs)."""
+
+
+class DemoMain(Protocol):
+    """What a registered demo's factory is: a ``main`` that parses its own arguments.
+
+    ``plugins`` is the manager of the ``zephon demo`` invocation; pass it on to ``Pipeline`` and
+    ``Dataset.from_path`` so the demo runs with exactly the plugins the command listed.
+    """
+
+    def __call__(self, argv: list[str], *, plugins: ZephonPluginManager) -> int: ...
+
+
+class Register(Protocol):
+    """The ``register`` callback of :func:`zephon_register_operators` and :func:`zephon_register_runners`."""
+
+    def __call__(self, *, name: str, factory: Factory, description: str = "") -> None: ...
+
+
+class ReaderRegister(Protocol):
+    """The ``register`` callback of :func:`zephon_register_readers`.
+
+    ``detect`` is optional only for readers that are never picked by auto-detection (the kernel's
+    in-memory reader); every on-disk format should give one.
+    """
+
+    def __call__(
+        self,
+        *,
+        name: str,
+        factory: Factory,
+        detect: Detect | None = None,
+        index: IndexBuilder | None = None,
+        description: str = "",
+    ) -> None: ...
+
+
+class DemoRegister(Protocol):
+    """The ``register`` callback of :func:`zephon_register_demos`; ``factory`` is a :class:`DemoMain`."""
+
+    def __call__(self, *, name: str, factory: DemoMain | str, description: str = "") -> None: ...
+
 
 @hookspec
-def zephon_register_readers(register: Any) -> None:
-    """Register format readers: ``register(name=, factory=, detect=, description=)``.
+def zephon_register_readers(register: ReaderRegister) -> None:
+    """Register format readers: ``register(name=, factory=, detect=, index=, description=)``.
 
     ``factory(path, **options)`` returns a :class:`~zephon_core.work.readers.Reader`.
     ``detect(fs, root, files)`` says whether a dataset folder looks like this format; ``files`` are
-    paths relative to ``root``. Both may be ``"module:attr"`` strings.
+    paths relative to ``root``. ``index(path)`` builds the format's index ahead of time. All three
+    may be ``"module:attr"`` strings.
     """
 
 
 @hookspec
-def zephon_register_operators(register: Any) -> None:
+def zephon_register_operators(register: Register) -> None:
     """Register operators: ``register(name=, factory=, description=)``.
 
     ``factory(*args, **kwargs)`` returns an :class:`~zephon_core.ops.contract.Operator`; the name
@@ -36,5 +104,15 @@ def zephon_register_operators(register: Any) -> None:
 
 
 @hookspec
-def zephon_register_runners(register: Any) -> None:
+def zephon_register_runners(register: Register) -> None:
     """Register runners: ``register(name=, factory=, description=)``; ``factory()`` returns a runner."""
+
+
+@hookspec
+def zephon_register_demos(register: DemoRegister) -> None:
+    """Register demos for ``zephon demo``: ``register(name=, factory=, description=)``.
+
+    ``factory(argv, plugins=...)`` is a :class:`DemoMain` returning an exit code; ``zephon demo
+    --name NAME`` runs it and ``zephon demo --list`` lists it. A demo is registered like any other
+    plugin, so one entry point group and one manager cover everything a package provides.
+    """

@@ -1,14 +1,21 @@
-"""Plugin discovery and the registry of readers, operators and runners.
+"""Plugin discovery and the registry of readers, operators, runners and demos.
 
 Plugins are found through the ``zephon`` entry-point group (each entry point names a module or
-object holding ``@hookimpl`` functions). The kernel's built-ins are registered through the same
-hooks. A misspelled ``zephon_*`` hook fails loudly instead of being ignored.
+object holding ``@hookimpl`` functions), loaded by pluggy's own
+``PluginManager.load_setuptools_entrypoints``. The kernel's built-ins are registered through the
+same hooks. A misspelled ``zephon_*`` hook fails loudly instead of being ignored.
+
+There is no process-wide manager. Code that needs plugins takes a ``plugins=`` argument (a
+:class:`ZephonPluginManager`); when none is given it calls :func:`default_plugin_manager`, which
+builds a fresh manager from the installed entry points. Only the entry-point *scan* is cached
+(:func:`entrypoint_plugins`), because it is the one expensive step.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,7 +24,8 @@ import pluggy
 from zephon_core import hookspecs
 from zephon_core.errors import ConfigError, PluginError, ReaderError
 
-Kind = Literal["reader", "operator", "runner"]
+Kind = Literal["reader", "operator", "runner", "demo"]
+KINDS: tuple[Kind, ...] = ("reader", "operator", "runner", "demo")
 
 KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("operator", "tokenize"): "zephon-tokenize",
@@ -29,6 +37,7 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("reader", "vortex"): "zephon-vortex",
     ("reader", "litdata"): "zephon-litdata",
     ("reader", "mds"): "zephon-mds",
+    ("demo", "text"): "zephon-demo",
 }
 """First-party names, so a missing plugin's error can say which package to install."""
 
@@ -51,7 +60,7 @@ def load_object(ref: Any) -> Any:
 
 @dataclass
 class Registration:
-    """One provided reader, operator or runner."""
+    """One provided reader, operator, runner or demo."""
 
     kind: Kind
     name: str
@@ -78,7 +87,7 @@ class Registry:
 
     def add(self, reg: Registration) -> None:
         key = (reg.kind, reg.name)
-        if not reg.name.isidentifier():
+        if not isinstance(reg.name, str) or not reg.name.isidentifier():
             raise PluginError(f"{reg.package}: {reg.kind} name {reg.name!r} must be a Python identifier")
         if key in self.items:
             other = self.items[key]
@@ -149,10 +158,94 @@ class Registry:
             raise ConfigError(f"reader {fmt!r}: bad options {sorted(options)}: {exc}") from exc
 
 
-class ZephonPluginManager:
-    """A pluggy manager plus the registry it fills. Make a fresh one per test if you like."""
+@dataclass(frozen=True)
+class EntryPointPlugin:
+    """A plugin object loaded from a ``zephon`` entry point, and the distribution providing it."""
 
-    def __init__(self, *, load_entrypoints: bool = True, plugins: list[object] | None = None) -> None:
+    name: str
+    """The entry point's name (also the plugin's name in the pluggy manager)."""
+    plugin: object
+    package: str
+    version: str
+
+
+_scan_lock = threading.RLock()  # re-entrant: a plugin module may build a manager while being imported
+_scan: tuple[EntryPointPlugin, ...] | None = None
+
+
+def entrypoint_plugins(*, rescan: bool = False) -> tuple[EntryPointPlugin, ...]:
+    """Every installed ``zephon`` entry point, loaded by pluggy once per process.
+
+    Why this, and only this, is cached: walking the metadata of every installed distribution costs
+    about 10 ms each time (and, the first time, importing each plugin module), which every
+    ``Pipeline`` built without ``plugins=`` would otherwise pay. What is cached cannot leak state
+    between managers: plugin modules and the name and version of the package providing each.
+    ``rescan=True`` walks again (after installing a package into a running process, or in a test
+    that puts a distribution on ``sys.path``). A failed scan is not cached: the next call raises
+    again.
+
+    Raises:
+        PluginError: an entry point failed to import or register; the message names its package.
+    """
+    global _scan
+    with _scan_lock:
+        if _scan is None or rescan:
+            _scan = None
+            _scan = _load_entrypoints()
+        return _scan
+
+
+def _load_entrypoints() -> tuple[EntryPointPlugin, ...]:
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)  # a hookimpl with wrong arguments then fails here, attributed to its package
+    try:
+        pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+    except Exception as exc:
+        raise _load_error(pm, exc) from exc
+    return tuple(
+        EntryPointPlugin(pm.get_name(plugin) or "", plugin, dist.project_name, dist.version)
+        for plugin, dist in pm.list_plugin_distinfo()
+    )
+
+
+def _load_error(pm: pluggy.PluginManager, exc: Exception) -> PluginError:
+    """Name the entry point and package that made ``load_setuptools_entrypoints`` raise.
+
+    pluggy raises the plugin's own exception with no hint of where it came from. It walks
+    ``importlib.metadata.distributions()`` in order and registers each entry point before loading
+    the next, so the culprit is the first one, in that same order, that is not registered.
+    """
+    from importlib.metadata import distributions
+
+    for dist in distributions():
+        for ep in dist.entry_points:
+            if ep.group == hookspecs.PROJECT and not pm.has_plugin(ep.name) and not pm.is_blocked(ep.name):
+                package = dist.metadata["name"]
+                return PluginError(
+                    f"plugin {ep.name!r} of package {package} {dist.version} failed to load "
+                    f"({ep.value}): {type(exc).__name__}: {exc}; reinstall or uninstall {package}"
+                )
+    return PluginError(f"a {hookspecs.PROJECT!r} entry point failed to load: {type(exc).__name__}: {exc}")
+
+
+class ZephonPluginManager:
+    """A pluggy manager plus the registry it fills. Build one per application, CLI call or test.
+
+    Args:
+        load_entrypoints: register the installed ``zephon`` entry points (from the scan cached by
+            :func:`entrypoint_plugins`). False gives the kernel's built-ins only: hermetic tests.
+        plugins: more plugin objects (modules, or instances with ``@hookimpl`` methods, e.g. a
+            runner configured in code), registered after the entry points.
+
+    The registry is filled once, here: a manager is a snapshot, so everything built with the same
+    manager sees the same readers, operators, runners and demos.
+
+    Raises:
+        PluginError: a plugin failed to load, defines a ``zephon_*`` function that is not a hook,
+            or registers something invalid or twice.
+    """
+
+    def __init__(self, *, load_entrypoints: bool = True, plugins: Iterable[object] | None = None) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self._packages: dict[int, tuple[str, str]] = {}
@@ -161,7 +254,9 @@ class ZephonPluginManager:
         self.register_plugin(_builtins)
         self._packages[id(_builtins)] = ("zephon-core", __version__)
         if load_entrypoints:
-            self._load_entrypoints()
+            for ep in entrypoint_plugins():
+                self.register_plugin(ep.plugin, name=ep.name)
+                self._packages[id(ep.plugin)] = (ep.package, ep.version)
         for p in plugins or []:
             self.register_plugin(p)
         self._check_names()
@@ -169,31 +264,19 @@ class ZephonPluginManager:
         self._collect()
 
     def register_plugin(self, plugin: object, name: str | None = None) -> None:
-        self.pm.register(plugin, name=name)
-
-    def _load_entrypoints(self) -> None:
-        """Load every ``zephon`` entry point; a broken one is an error naming its package."""
-        from importlib.metadata import distributions
-
-        seen: set[str] = set()
-        for dist in distributions():
-            for ep in dist.entry_points:
-                if ep.group != hookspecs.PROJECT or ep.name in seen:
-                    continue
-                seen.add(ep.name)
-                package = dist.metadata["name"]
-                try:
-                    plugin = ep.load()
-                except Exception as exc:
-                    raise PluginError(
-                        f"plugin {ep.name!r} of package {package} {dist.version} failed to load "
-                        f"({ep.value}): {type(exc).__name__}: {exc}; reinstall or uninstall {package}"
-                    ) from exc
-                self.register_plugin(plugin, name=ep.name)
-                self._packages[id(plugin)] = (package, dist.version)
+        """Register a plugin object with pluggy (before the registry is collected, i.e. in ``__init__``)."""
+        try:
+            self.pm.register(plugin, name=name)
+        except (ValueError, pluggy.PluginValidationError) as exc:
+            raise PluginError(f"plugin {self._package_of(plugin)[0]!r} cannot be registered: {exc}") from exc
 
     def _package_of(self, plugin: object) -> tuple[str, str]:
-        return self._packages.get(id(plugin), (getattr(plugin, "__name__", repr(plugin)), "unknown"))
+        """(package, version) to credit in listings and errors; a plugin object given in code has no
+        distribution, so it is named by its module (or its class, for an instance)."""
+        if id(plugin) in self._packages:
+            return self._packages[id(plugin)]
+        name = getattr(plugin, "__name__", None) or f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+        return (str(name), "unknown")
 
     def _check_names(self) -> None:
         known = {n for n in dir(hookspecs) if n.startswith("zephon_")}
@@ -214,20 +297,39 @@ class ZephonPluginManager:
             ("reader", self.pm.hook.zephon_register_readers),
             ("operator", self.pm.hook.zephon_register_operators),
             ("runner", self.pm.hook.zephon_register_runners),
+            ("demo", self.pm.hook.zephon_register_demos),
         ):
             for impl in hook.get_hookimpls():
                 package, version = self._package_of(impl.plugin)
                 impl.function(register=self._registrar(kind, package, version))
 
     def _registrar(self, kind: Kind, package: str, version: str) -> Callable[..., None]:
-        def register(*, name: str, factory: Any, description: str = "", **extra: Any) -> None:
-            allowed = {"reader": {"detect", "index"}, "operator": set(), "runner": set()}[kind]
-            unknown = set(extra) - allowed
+        """The ``register`` callback handed to one plugin's hook.
+
+        Plugins see it as :class:`~zephon_core.hookspecs.Register` (or ``ReaderRegister``,
+        ``DemoRegister``); it is checked again here because a plugin need not be type-checked, and
+        a mistake should be an error naming the package, not a ``TypeError`` from inside pluggy.
+        """
+        allowed = {"detect", "index"} if kind == "reader" else set()
+
+        def register(*args: Any, **kwargs: Any) -> None:
+            if args:
+                raise PluginError(
+                    f"{package}: register() for a {kind} takes keyword arguments only (name=, factory=, ...)"
+                )
+            missing = [k for k in ("name", "factory") if k not in kwargs]
+            if missing:
+                raise PluginError(f"{package}: register() for a {kind} is missing {missing}")
+            name, factory = kwargs.pop("name"), kwargs.pop("factory")
+            description = kwargs.pop("description", "")
+            unknown = set(kwargs) - allowed
             if unknown:
                 raise PluginError(f"{package}: register() for a {kind} got unknown arguments {sorted(unknown)}")
             if not isinstance(factory, str) and not callable(factory):
                 raise PluginError(f"{package}: {kind} {name!r} factory must be callable or 'module:attr'")
-            self.registry.add(Registration(kind, name, factory, package, version, description, extra))
+            if not isinstance(description, str):
+                raise PluginError(f"{package}: {kind} {name!r} description must be a string")
+            self.registry.add(Registration(kind, name, factory, package, version, description, kwargs))
 
         return register
 
@@ -239,12 +341,25 @@ class ZephonPluginManager:
         ]
 
 
-_default: ZephonPluginManager | None = None
+def default_plugin_manager() -> ZephonPluginManager:
+    """A fresh manager with every installed plugin: what ``plugins=None`` means everywhere.
+
+    Fresh on every call rather than one shared instance, so nothing registered on one manager (a
+    runner configured in code, a test's fake plugin) can leak into another pipeline, thread or
+    test, and there is no process-wide state to reset. It stays cheap (about a millisecond)
+    because the expensive step, the entry-point scan, is cached by :func:`entrypoint_plugins`, and
+    factories are lazy strings. Build one manager and pass it (``Pipeline(..., plugins=pm)``,
+    ``Dataset.from_path(..., plugins=pm)``) when several objects must agree on exactly one set.
+    """
+    return ZephonPluginManager()
 
 
 def get_plugin_manager(*, refresh: bool = False) -> ZephonPluginManager:
-    """The process-wide plugin manager (entry points loaded once); ``refresh`` rebuilds it."""
-    global _default
-    if _default is None or refresh:
-        _default = ZephonPluginManager()
-    return _default
+    """Deprecated alias of :func:`default_plugin_manager`, kept for existing callers.
+
+    It used to return one process-wide manager; it now returns a fresh one on each call.
+    ``refresh`` rescans the installed entry points first.
+    """
+    if refresh:
+        entrypoint_plugins(rescan=True)
+    return default_plugin_manager()

@@ -6,6 +6,10 @@ the fixtures that describe your implementation; or run it with no code at all::
     pytest --pyargs zephon_core.conformance --zephon-operator=NAME --zephon-config='{...}'
     pytest --pyargs zephon_core.conformance --zephon-reader=NAME --zephon-path=PATH
 
+The suite takes its plugin manager from the ``zephon_plugins`` fixture (a fresh manager per test;
+override it to test a plugin that is not installed); :func:`get_zephon_plugins` reads it from code
+that is not a fixture.
+
 Names are imported lazily so the pytest plugin that ships with the kernel stays cheap to load.
 """
 
@@ -19,6 +23,7 @@ _EXPORTS = {
     "Capabilities": "zephon_core.conformance.rules",
     "ReaderCapabilities": "zephon_core.conformance.rules",
     "RULES": "zephon_core.conformance.rules",
+    "get_zephon_plugins": "zephon_core.conformance.pytest_plugin",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,12 +1,18 @@
 """pytest plugin of the conformance suite, registered through the ``pytest11`` entry point.
 
-Only adds ``--zephon-*`` options; the suite's modules are imported when a test uses them, so this
-plugin costs nothing in test runs that do not.
+Adds the ``--zephon-*`` options and the ``zephon_plugins`` fixture; the suite's modules (and the
+plugin manager) are imported when a test uses them, so this plugin costs nothing in test runs that
+do not.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from zephon_core.plugins import ZephonPluginManager
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -43,3 +49,24 @@ def pytest_addoption(parser: Any) -> None:
         type=int,
         help="Hypothesis examples for the differential test (default 6)",
     )
+
+
+@pytest.fixture
+def zephon_plugins() -> ZephonPluginManager:
+    """The plugin manager the conformance suite builds pipelines and readers with.
+
+    A fresh manager per test (:func:`~zephon_core.plugins.default_plugin_manager`), so a test
+    cannot see what another test registered. Override it (in a test class or a ``conftest.py``)
+    to test a plugin that is not installed, e.g.
+    ``ZephonPluginManager(load_entrypoints=False, plugins=[my_plugin])``.
+    """
+    from zephon_core.plugins import default_plugin_manager
+
+    return default_plugin_manager()
+
+
+def get_zephon_plugins(request: pytest.FixtureRequest) -> ZephonPluginManager:
+    """The current test's ``zephon_plugins`` (including any override), for suite code that is not
+    itself a fixture and cannot simply list ``zephon_plugins`` among its arguments."""
+    manager: ZephonPluginManager = request.getfixturevalue("zephon_plugins")
+    return manager

@@ -33,7 +33,6 @@ import pytest
 from zephon_core.conformance.rules import ReaderCapabilities, SuiteBase, rule
 from zephon_core.errors import OperatorError, ReaderError, ZephonError
 from zephon_core.hashing import digest_payload
-from zephon_core.plugins import get_plugin_manager
 from zephon_core.work.readers import Reader
 
 TIMEOUT = 60.0
@@ -99,8 +98,8 @@ class ReaderConformance(SuiteBase):
 
     # -- helpers ------------------------------------------------------------------------------
     @pytest.fixture
-    def make_reader(self, reader_format, reader_options) -> Callable[[str], Reader]:
-        registry = get_plugin_manager().registry
+    def make_reader(self, reader_format, reader_options, zephon_plugins) -> Callable[[str], Reader]:
+        registry = zephon_plugins.registry
 
         def make(path: str) -> Reader:
             fmt = reader_format or registry.detect_format(path)
@@ -115,10 +114,10 @@ class ReaderConformance(SuiteBase):
         ]
 
     # -- rule 8: deterministic and safe -------------------------------------------------------
-    def test_detected_format_is_this_one(self, reader_path, reader_format):
+    def test_detected_format_is_this_one(self, reader_path, reader_format, zephon_plugins):
         if reader_format is None:
             pytest.skip("no reader_format given")
-        assert get_plugin_manager().registry.detect_format(reader_path) == reader_format, (
+        assert zephon_plugins.registry.detect_format(reader_path) == reader_format, (
             f"{rule(8)} auto-detection does not pick {reader_format!r} for its own dataset"
         )
 

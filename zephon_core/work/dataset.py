@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zephon_core.errors import ConfigError, ReaderError
 from zephon_core.work.readers import MemoryReader, Reader, ShardInfo
+
+if TYPE_CHECKING:
+    from zephon_core.plugins import ZephonPluginManager
 
 
 class Dataset:
@@ -44,18 +47,29 @@ class Dataset:
         return cls(name, MemoryReader(records, shard_size))
 
     @classmethod
-    def from_path(cls, name: str, path: str, format: str | None = None, **options: Any) -> Dataset:
+    def from_path(
+        cls,
+        name: str,
+        path: str,
+        format: str | None = None,
+        *,
+        plugins: ZephonPluginManager | None = None,
+        **options: Any,
+    ) -> Dataset:
         """A dataset stored at a local path or fsspec URL; the format is detected by reader plugins.
 
         Args:
             name: the dataset's name in mixtures and checkpoints.
             path: a folder, a file or an fsspec URL (``s3://…``, ``memory://…``, ``file://…``).
             format: skip detection and use this registered format.
+            plugins: the plugin manager whose readers detect and read the format; default
+                :func:`~zephon_core.plugins.default_plugin_manager`. Pass the pipeline's manager so
+                both see the same plugins.
             options: passed to the reader's constructor.
         """
-        from zephon_core.plugins import get_plugin_manager
+        from zephon_core.plugins import default_plugin_manager
 
-        registry = get_plugin_manager().registry
+        registry = (plugins if plugins is not None else default_plugin_manager()).registry
         fmt = format or registry.detect_format(path, options.get("storage_options"))
         reader = registry.make_reader(fmt, path, **options)
         return cls(name, reader, format=fmt)

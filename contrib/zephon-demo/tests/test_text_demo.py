@@ -9,6 +9,22 @@ import sys
 import pytest
 
 
+def test_registered_through_the_zephon_entry_point_group():
+    """The demo is an ordinary plugin: listed with this package, without importing pyarrow."""
+    code = (
+        "import sys, json; from zephon_core.plugins import default_plugin_manager; "
+        "reg = default_plugin_manager().registry.get('demo', 'text'); "
+        "print(json.dumps([reg.package, reg.factory, 'pyarrow' in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == '["zephon-demo", "zephon_demo.text:main", false]'
+    listed = subprocess.run(
+        [sys.executable, "-m", "zephon_core.cli", "demo", "--list"], capture_output=True, text=True, timeout=120
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0].split()[:3] == ["text", "zephon-demo", "0.1.0"]
+
+
 @pytest.mark.slow
 def test_zephon_demo_quick(tmp_path):
     env = dict(os.environ, ZEPHON_DEMO_DIR=str(tmp_path / "corpus"))

@@ -13,11 +13,11 @@ from zephon_ray.connect import init_kwargs
 from zephon_ray.options import RayOptions, from_environment, resolve
 
 from zephon_core import ConfigError, Pipeline
-from zephon_core.plugins import ZephonPluginManager, get_plugin_manager
+from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
 
 
 def test_registered_as_ray_runner_by_this_package():
-    reg = get_plugin_manager().registry.get("runner", "ray")
+    reg = default_plugin_manager().registry.get("runner", "ray")
     assert reg.package == "zephon-ray" and reg.factory == "zephon_ray.runner:RayRunner"
     assert isinstance(reg.load()(), RayRunner)
     Pipeline(ray_helpers.numbers()).batch(4).options(runner="ray")  # accepted, nothing started
@@ -26,8 +26,8 @@ def test_registered_as_ray_runner_by_this_package():
 
 def test_importing_the_plugin_does_not_import_ray():
     code = (
-        "import sys; from zephon_core.plugins import get_plugin_manager; "
-        "import zephon_ray; pm = get_plugin_manager(); pm.registry.get('runner', 'ray'); "
+        "import sys; from zephon_core.plugins import default_plugin_manager; "
+        "import zephon_ray; pm = default_plugin_manager(); pm.registry.get('runner', 'ray'); "
         "print('ray' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,16 +25,19 @@ from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource,
 from zephon_core.conformance.harness import run_global
 from zephon_demo import corpus
 
+if TYPE_CHECKING:
+    from zephon_core.plugins import ZephonPluginManager
+
 TARGET = {"plays": 0.7, "lines": 0.3}
 LANES = 4
 MICROBATCH = 2
 SEQ = 2048
 
 
-def make_source(root: Path) -> tuple[StaticMixtureWorkSource, str]:
+def make_source(root: Path, plugins: ZephonPluginManager | None = None) -> tuple[StaticMixtureWorkSource, str]:
     plays_dir, lines_dir, source, n_long, n_short = corpus.write(root)
-    plays = Dataset.from_path("plays", str(plays_dir))
-    lines = Dataset.from_path("lines", str(lines_dir))
+    plays = Dataset.from_path("plays", str(plays_dir), plugins=plugins)
+    lines = Dataset.from_path("lines", str(lines_dir), plugins=plugins)
     ws = StaticMixtureWorkSource(
         [plays, lines], mixture=MixtureSpec(TARGET), chunk_size=256, seed=1234, weight_by="tokens", exhaustion="repeat"
     )
@@ -45,9 +48,9 @@ def make_source(root: Path) -> tuple[StaticMixtureWorkSource, str]:
     return ws, desc
 
 
-def build(ws: StaticMixtureWorkSource, parallelism: int) -> Pipeline:
+def build(ws: StaticMixtureWorkSource, parallelism: int, plugins: ZephonPluginManager | None = None) -> Pipeline:
     return (
-        Pipeline(ws)
+        Pipeline(ws, plugins=plugins)
         .tokenize(tokenizer_id="gpt2", parallelism=parallelism)
         .pack_sequences(target_length=SEQ)
         .ensure_mixture()
@@ -64,9 +67,14 @@ def _bar(done: int, total: int) -> None:
         sys.stderr.flush()
 
 
-def run(steps: int = 40, root: Path | None = None) -> bool:
+def run(steps: int = 40, root: Path | None = None, plugins: ZephonPluginManager | None = None) -> bool:
+    """Run the demo and its checks; every dataset and pipeline is built with ``plugins``."""
+    if plugins is None:
+        from zephon_core.plugins import default_plugin_manager
+
+        plugins = default_plugin_manager()
     root = root or Path(os.environ.get("ZEPHON_DEMO_DIR", Path(tempfile.gettempdir()) / "zephon-demo"))
-    ws, desc = make_source(root)
+    ws, desc = make_source(root, plugins)
     print(f"Zephon demo: {desc}")
     print(
         f"  mixture target in tokens {TARGET}; {LANES} lanes; GPT-2 tokenizer; packed to {SEQ}; microbatch {MICROBATCH}"
@@ -76,7 +84,7 @@ def run(steps: int = 40, root: Path | None = None) -> bool:
     valid = padding = 0
     step: list[Any] = []
     t0 = time.perf_counter()
-    with build(ws, 2).options(lanes=LANES, runner="threads") as p:
+    with build(ws, 2, plugins).options(lanes=LANES, runner="threads") as p:
         for b in p:
             data = b.to_training()
             valid += int(data["num_valid_tokens"].sum()) if "num_valid_tokens" in data else 0
@@ -104,10 +112,10 @@ def run(steps: int = 40, root: Path | None = None) -> bool:
             f"{d.name} {100 * s:.1f}% (target {100 * TARGET[d.name]:.0f}%)" for d, s in zip(ws.datasets, shares)
         )
     )
-    print(f"  tokens per sample, calibrated once and frozen into checkpoints: {json.dumps(ws.tokens_per_sample)}")
+    print(f"  tokens per sample, calibrated once and frozen into checkpoints: {json.dumps(p.token_estimates)}")
 
     def builder(par: int) -> Pipeline:
-        return build(ws, par)
+        return build(ws, par, plugins)
 
     ok = True
     checks = [
@@ -138,12 +146,13 @@ def run(steps: int = 40, root: Path | None = None) -> bool:
     return ok
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, plugins: ZephonPluginManager | None = None) -> int:
+    """The registered demo (a :class:`~zephon_core.hookspecs.DemoMain`); ``zephon demo`` passes its manager."""
     ap = argparse.ArgumentParser(prog="zephon demo", description=__doc__)
     ap.add_argument("--steps", type=int, default=40, help="global steps per run (default 40)")
     ap.add_argument("--quick", action="store_true", help="12 global steps")
     args = ap.parse_args(argv)
-    return 0 if run(steps=12 if args.quick else args.steps) else 1
+    return 0 if run(steps=12 if args.quick else args.steps, plugins=plugins) else 1
 
 
 if __name__ == "__main__":

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from zephon_core.hookspecs import hookimpl
+from zephon_core.hookspecs import Register, hookimpl
 
 
 @hookimpl
-def zephon_register_runners(register: Any) -> None:
+def zephon_register_runners(register: Register) -> None:
     register(
         name="ray",
         factory="zephon_ray.runner:RayRunner",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from zephon_core.hookspecs import hookimpl
+from zephon_core.hookspecs import Register, hookimpl
 from zephon_core.ops.contract import WorkerFn
 from zephon_ray.options import RayOptions, check_keys, resolve
 
@@ -52,7 +52,7 @@ class _NamedRayRunnerPlugin:
         self._options = options
 
     @hookimpl
-    def zephon_register_runners(self, register: Any) -> None:
+    def zephon_register_runners(self, register: Register) -> None:
         register(
             name=self._name,
             factory=functools.partial(RayRunner, **self._options),

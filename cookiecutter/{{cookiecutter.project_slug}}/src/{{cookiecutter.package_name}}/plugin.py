@@ -1,18 +1,18 @@
 """Registration with Zephon (found through the ``zephon`` entry point in pyproject.toml).
 
 Factories are lazy "module:attr" strings, so importing zephon_core does not import this package's
-dependencies until the {{ cookiecutter.kind }} is used.
+dependencies until the {{ cookiecutter.kind }} is used. ``register`` takes keyword arguments only; its
+type ({% if cookiecutter.kind == 'operator' %}``Register``{% else %}``ReaderRegister``{% endif %}) lets a type checker catch a misspelled or missing one.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from zephon_core.hookspecs import {% if cookiecutter.kind == 'operator' %}Register{% else %}ReaderRegister{% endif %}, hookimpl
 
-from zephon_core.hookspecs import hookimpl
 
 {% if cookiecutter.kind == 'operator' -%}
 @hookimpl
-def zephon_register_operators(register: Any) -> None:
+def zephon_register_operators(register: Register) -> None:
     register(
         name="{{ cookiecutter.name }}",
         factory="{{ cookiecutter.package_name }}.operator:{{ cookiecutter.class_name }}",
@@ -20,7 +20,7 @@ def zephon_register_operators(register: Any) -> None:
     )
 {%- else -%}
 @hookimpl
-def zephon_register_readers(register: Any) -> None:
+def zephon_register_readers(register: ReaderRegister) -> None:
     register(
         name="{{ cookiecutter.name }}",
         factory="{{ cookiecutter.package_name }}.reader:{{ cookiecutter.class_name }}",
