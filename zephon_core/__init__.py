@@ -13,8 +13,14 @@ _EXPORTS = {
     "Dataset": "zephon_core.work.dataset",
     "MixtureSpec": "zephon_core.work.mixture",
     "StaticMixtureWorkSource": "zephon_core.work.source",
-    "Pointer": "zephon_core.work.source",
-    "Chunk": "zephon_core.work.source",
+    "WorkSource": "zephon_core.work.contract",
+    "BaseWorkSource": "zephon_core.work.contract",
+    "SourceInfo": "zephon_core.work.contract",
+    "Pointer": "zephon_core.work.contract",
+    "Chunk": "zephon_core.work.contract",
+    "LaneLayout": "zephon_core.work.lanes",
+    "sample_id": "zephon_core.work.ids",
+    "dataset_of": "zephon_core.work.ids",
     "Reader": "zephon_core.work.readers",
     "ShardInfo": "zephon_core.work.readers",
     "Pipeline": "zephon_core.pipeline",
@@ -26,6 +32,8 @@ _EXPORTS = {
     "Records": "zephon_core.ops.contract",
     "Work": "zephon_core.ops.contract",
     "Traits": "zephon_core.ops.contract",
+    "Emit": "zephon_core.ops.stateful",
+    "take_sources": "zephon_core.ops.stateful",
     "hookimpl": "zephon_core.hookspecs",
     "hash_arrays": "zephon_core.hashing",
     "hash_global_batch": "zephon_core.hashing",
@@ -70,9 +78,13 @@ if TYPE_CHECKING:
     from zephon_core.hashing import hash_arrays, hash_global_batch
     from zephon_core.hookspecs import hookimpl
     from zephon_core.ops.contract import Accumulator, Operator, Records, Traits, Work
+    from zephon_core.ops.stateful import Emit, take_sources
     from zephon_core.pipeline import Options, Pipeline
     from zephon_core.runtime.types import SampleBatch
+    from zephon_core.work.contract import BaseWorkSource, Chunk, Pointer, SourceInfo, WorkSource
     from zephon_core.work.dataset import Dataset
+    from zephon_core.work.ids import dataset_of, sample_id
+    from zephon_core.work.lanes import LaneLayout
     from zephon_core.work.mixture import MixtureSpec
     from zephon_core.work.readers import Reader, ShardInfo
-    from zephon_core.work.source import Chunk, Pointer, StaticMixtureWorkSource
+    from zephon_core.work.source import StaticMixtureWorkSource

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from zephon_core.hookspecs import hookimpl
+from zephon_core.hookspecs import ReaderRegister, Register, hookimpl
 
 
 @hookimpl
-def zephon_register_operators(register: Any) -> None:
+def zephon_register_operators(register: Register) -> None:
     register(
         name="map_transform",
         factory="zephon_core.ops.mapping:MapTransform",
@@ -29,18 +27,10 @@ def zephon_register_operators(register: Any) -> None:
         factory="zephon_core.ops.shuffle:Shuffle",
         description="per-lane shuffle buffer with hash-derived draws",
     )
-    register(
-        name="batch", factory="zephon_core.ops.batch:Batch", description="fixed-size microbatches per lane (terminal)"
-    )
-    register(
-        name="fetch",
-        factory="zephon_core.ops.fetch:Fetch",
-        description="resolves pointers into payloads (implicit first stage)",
-    )
 
 
 @hookimpl
-def zephon_register_runners(register: Any) -> None:
+def zephon_register_runners(register: Register) -> None:
     register(
         name="inline",
         factory="zephon_core.runtime.runners:InlineRunner",
@@ -55,7 +45,7 @@ def zephon_register_runners(register: Any) -> None:
 
 
 @hookimpl
-def zephon_register_readers(register: Any) -> None:
+def zephon_register_readers(register: ReaderRegister) -> None:
     register(
         name="memory",
         factory="zephon_core.work.readers:MemoryReader",

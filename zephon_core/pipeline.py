@@ -1,26 +1,32 @@
-"""The builder: a work source plus a chain of operators, run for one data-parallel rank.
+"""The builder: a work source, the fetch stage, a chain of operators and the batch stage, run for one rank.
 
 ``Pipeline(ws).map_transform(...).shuffle(...).batch(...).options(lanes=..., ...)`` only records
 the definition; threads and processes start on first iteration. Any registered operator is
 available as a builder method by its name, so installing ``zephon-tokenize`` adds ``.tokenize()``.
+Fetch (first) and batch (last) are the kernel's own stages, configured with ``.fetch()`` and
+``.batch()``; everything in between is an :class:`~zephon_core.ops.contract.Operator`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zephon_core import checkpoint as ckpt
 from zephon_core.errors import CheckpointError, ConfigError, PluginError
-from zephon_core.ops.batch import Batch
 from zephon_core.ops.contract import Lineage, Operator, Payload
-from zephon_core.ops.fetch import Fetch
-from zephon_core.plugins import ZephonPluginManager, get_plugin_manager
-from zephon_core.runtime.engine import Engine, LaneStart, StagePlan
+from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
+from zephon_core.runtime.batch import BatchSpec, Collate
+from zephon_core.runtime.engine import Engine, StagePlan
+from zephon_core.runtime.fetch import FetchStage
+from zephon_core.runtime.replay import LaneStart
 from zephon_core.runtime.runners import Executor
 from zephon_core.runtime.types import SampleBatch
-from zephon_core.work.source import Pointer, StaticMixtureWorkSource, split_sample_id
+from zephon_core.work.contract import Pointer, WorkSource, check_work_source, pointer_of, source_info
+from zephon_core.work.ids import dataset_of, split_sample_id
+from zephon_core.work.lanes import LaneLayout
+from zephon_core.work.source import check_token_estimates
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,51 +42,48 @@ class Options:
     queue_depth: int = 4
 
     def validate(self) -> None:
-        for f in ("lanes", "dp_world_size", "queue_depth"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(f"option {f} must be an int >= 1, got {v!r}")
-        if not isinstance(self.flush_every_k_chunks, int) or self.flush_every_k_chunks < 0:
-            raise ConfigError(
-                f"option flush_every_k_chunks must be an int >= 0 (0 = never), got {self.flush_every_k_chunks!r}"
-            )
-        if self.lanes % self.dp_world_size:
-            raise ConfigError(
-                f"lanes={self.lanes} cannot be split evenly over dp_world_size={self.dp_world_size}: "
-                "choose lanes as a multiple of every data-parallel size you will run on"
-            )
-        if not isinstance(self.dp_rank, int) or not 0 <= self.dp_rank < self.dp_world_size:
-            raise ConfigError(f"dp_rank={self.dp_rank!r} is out of range for dp_world_size={self.dp_world_size}")
+        if not isinstance(self.queue_depth, int) or isinstance(self.queue_depth, bool) or self.queue_depth < 1:
+            raise ConfigError(f"option queue_depth must be an int >= 1, got {self.queue_depth!r}")
+        k = self.flush_every_k_chunks
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ConfigError(f"option flush_every_k_chunks must be an int >= 0 (0 = never), got {k!r}")
+        self.layout()
 
-    def owned_lanes(self) -> list[int]:
-        per = self.lanes // self.dp_world_size
-        return list(range(self.dp_rank * per, (self.dp_rank + 1) * per))
+    def layout(self) -> LaneLayout:
+        """The lanes and this rank's share of them (validated)."""
+        return LaneLayout(self.lanes, self.dp_world_size, self.dp_rank)
+
+
+Step = FetchStage | Operator | BatchSpec
 
 
 class Pipeline:
     """Turns a work source into microbatches for one rank (see the module docstring).
 
     Args:
-        source: what to train on.
-        plugins: a plugin manager; default is the process-wide one (entry points loaded once).
+        source: what to train on: any :class:`~zephon_core.WorkSource`.
+        plugins: the plugin manager to take operators and runners from; default
+            :func:`~zephon_core.plugins.default_plugin_manager` (a fresh one with every installed plugin).
     """
 
-    def __init__(self, source: StaticMixtureWorkSource, *, plugins: ZephonPluginManager | None = None) -> None:
-        if not isinstance(source, StaticMixtureWorkSource):
-            raise ConfigError(f"Pipeline needs a work source, got {type(source).__name__}")
-        self.source = source
+    def __init__(self, source: WorkSource, *, plugins: ZephonPluginManager | None = None) -> None:
+        self.source = check_work_source(source)
         self._plugins = plugins
-        self._fetch: Operator = self._make("fetch")
+        self._fetch = FetchStage()
         self._ops: list[Operator] = []
+        self._batch: BatchSpec | None = None
         self._opts = Options()
         self._engine: Engine | None = None
+        self._active: WorkSource | None = None
         self._starts: dict[int, LaneStart] = {}
+        self._token_estimates: dict[str, float] | None = None
 
     # -- building -------------------------------------------------------------------------------
     @property
     def plugins(self) -> ZephonPluginManager:
+        """The manager this pipeline builds from: the one passed in, else a fresh default (made once)."""
         if self._plugins is None:
-            self._plugins = get_plugin_manager()
+            self._plugins = default_plugin_manager()
         return self._plugins
 
     def _make(self, kind: str, *args: Any, **kwargs: Any) -> Operator:
@@ -99,10 +102,8 @@ class Pipeline:
         self._check_mutable()
         if not isinstance(op, Operator):
             raise ConfigError(f"add() needs an Operator, got {type(op).__name__}")
-        if self._ops and isinstance(self._ops[-1], Batch):
-            raise ConfigError(f"cannot add {op.name!r} after batch: batch must be the last operator")
-        if isinstance(op, Fetch):
-            raise ConfigError("fetch is implicit; configure it with .fetch(parallelism=..., runner=...)")
+        if self._batch is not None:
+            raise ConfigError(f"cannot add {op.name!r} after batch: batch must be the last step")
         self._ops.append(op)
         return self
 
@@ -111,9 +112,9 @@ class Pipeline:
         return self.add(self._make(kind, *args, **kwargs))
 
     def fetch(self, parallelism: int = 1, runner: str | None = None) -> Pipeline:
-        """Configure the implicit fetch stage (reading is often I/O bound: threads suit it)."""
+        """Configure the fetch stage (reading is often I/O bound: threads suit it)."""
         self._check_mutable()
-        self._fetch = self._make("fetch", parallelism=parallelism, runner=runner)
+        self._fetch = FetchStage(parallelism=parallelism, runner=runner)
         return self
 
     def map_transform(
@@ -139,12 +140,16 @@ class Pipeline:
     def batch(
         self,
         microbatch_size: int,
-        collate: Callable[..., Any] | None = None,
+        collate: Collate | None = None,
         parallelism: int = 1,
         runner: str | None = None,
     ) -> Pipeline:
         """End the pipeline with microbatches of ``microbatch_size`` rows from one lane each."""
-        return self.apply("batch", microbatch_size, collate, parallelism=parallelism, runner=runner)
+        self._check_mutable()
+        if self._batch is not None:
+            raise ConfigError("the pipeline already ends with batch(); call it once")
+        self._batch = BatchSpec(microbatch_size, collate, parallelism=parallelism, runner=runner)
+        return self
 
     def options(self, **kwargs: Any) -> Pipeline:
         """Set run options (see :class:`Options`); invalid values fail here."""
@@ -169,69 +174,124 @@ class Pipeline:
         return lambda *args, **kwargs: self.apply(name, *args, **kwargs)
 
     @property
-    def operators(self) -> list[Operator]:
-        return [self._fetch, *self._ops]
+    def operators(self) -> list[Step]:
+        """Every step in order: the fetch stage, the operators, and the batch stage once set."""
+        return [self._fetch, *self._ops, *([self._batch] if self._batch is not None else [])]
+
+    @property
+    def batch_spec(self) -> BatchSpec | None:
+        """The batch stage's configuration (None until ``.batch()`` is called)."""
+        return self._batch
 
     @property
     def run_options(self) -> Options:
         return self._opts
 
+    @property
+    def token_estimates(self) -> dict[str, float] | None:
+        """Tokens per sample per dataset, frozen at calibration (or restored from a checkpoint)."""
+        return dict(self._token_estimates) if self._token_estimates is not None else None
+
     def definition(self) -> dict[str, Any]:
         """Everything that determines the data, as JSON (hashed into the checkpoint fingerprint)."""
         return {
             "source": self.source.describe(),
-            "operators": [op.describe() for op in self.operators],
+            "operators": [step.describe() for step in self.operators],
             "lanes": self._opts.lanes,
             "flush_every_k_chunks": self._opts.flush_every_k_chunks,
         }
 
-    def _validate(self) -> None:
+    def _validate(self) -> BatchSpec:
         self._opts.validate()
-        if not self._ops or not isinstance(self._ops[-1], Batch):
+        if self._batch is None:
             raise ConfigError("the pipeline must end with .batch(microbatch_size=...)")
-        for op in self.operators:
-            runner = op.runner or self._opts.runner
-            self.plugins.registry.get("runner", runner)
+        for step in self.operators:
+            self.plugins.registry.get("runner", step.runner or self._opts.runner)
+        return self._batch
+
+    # -- calibration ------------------------------------------------------------------------------
+    def calibrate(self) -> dict[str, float] | None:
+        """Freeze per-dataset tokens-per-sample estimates when the source mixes by tokens.
+
+        Runs once, before the first chunk: the first operator that can count tokens
+        (``Operator.estimate_tokens``) measures each dataset; the result is kept by the pipeline,
+        used to turn token weights into sample weights, and stored in every checkpoint so a resumed
+        run, on any world size, draws exactly the same samples. Estimates restored from a checkpoint
+        or given to the source are kept as they are. Returns None when the source mixes by samples.
+        """
+        if self.source.mixing_unit != "tokens":
+            return None
+        if self._token_estimates is None:
+            given = getattr(self.source, "tokens_per_sample", None)
+            names = [d.name for d in self.source.datasets]
+            if given is not None:
+                self._token_estimates = check_token_estimates(given, names)
+            else:
+                for op in self._ops:
+                    est = op.estimate_tokens(self.source.datasets)
+                    if est is not None:
+                        try:
+                            self._token_estimates = check_token_estimates(est, names)
+                        except ConfigError as exc:
+                            raise PluginError(f"operator {op.name!r} gave bad token estimates: {exc}") from exc
+                        break
+                else:
+                    raise ConfigError(
+                        "the work source mixes by tokens but no operator can estimate tokens per sample: add a "
+                        "tokenizer operator (e.g. .tokenize(...)) or give the source tokens_per_sample="
+                    )
+        return dict(self._token_estimates)
+
+    def _active_source(self) -> WorkSource:
+        if self._active is None:
+            est = self.calibrate()
+            self._active = self.source if est is None else self.source.with_token_estimates(est)
+        return self._active
 
     # -- running --------------------------------------------------------------------------------
     def _executor(self, plan: StagePlan) -> Executor | None:
-        if not plan.op.traits.has_worker:
+        if not plan.spec.traits.has_worker:
             return None
-        fn = plan.op.worker()
+        fn = plan.spec.worker()
         if fn is None:
-            raise PluginError(f"operator {plan.op.name!r} declares a worker but worker() returned None")
+            raise PluginError(f"operator {plan.spec.name!r} declares a worker but worker() returned None")
         runner = self.plugins.registry.get("runner", plan.runner).load()()
-        return runner.start(fn, plan.parallelism, plan.op.name)
+        return runner.start(fn, plan.parallelism, plan.spec.name)
 
     def describe_samples(self, lineage: list[Lineage]) -> str:
+        """Names the source samples behind some lineage, for error messages."""
         ids = [sid for lin in lineage for sid in lin]
+        source = self._active or self.source
         shown = []
         for sid in ids[:3]:
             try:
-                p = self.source.pointer(sid)
-                shard = self.source.datasets[[d.name for d in self.source.datasets].index(p.dataset)].shards[p.shard].id
+                p = pointer_of(source, sid)
+                shard = source.datasets[dataset_of(sid)].shards[p.shard].id
                 shown.append(f"{p.dataset}[shard {p.shard} ({shard}), index {p.index}]")
             except Exception:
-                shown.append(f"chunk {split_sample_id(sid)[0]} offset {split_sample_id(sid)[1]}")
+                chunk, offset = split_sample_id(sid)
+                shown.append(f"chunk {chunk} offset {offset}")
         more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
         return (", ".join(shown) + more) if shown else "(none)"
 
     def _start(self) -> Engine:
-        self._validate()
-        lanes = self._opts.owned_lanes()
-        for op in self.operators:
-            op.prepare(self.source)
-        fetch = self._fetch
-        assert isinstance(fetch, Fetch)
-        fetch.bind([d.name for d in self.source.datasets], [d.reader for d in self.source.datasets])
-        plans = [StagePlan(op, op.runner or self._opts.runner, op.parallelism) for op in self.operators]
+        batch = self._validate()
+        layout = self._opts.layout()
+        source = self._active_source()
+        info = source_info(source)
+        for op in self._ops:
+            op.setup(info)
+        self._fetch.bind([d.name for d in source.datasets], [d.reader for d in source.datasets])
+        runner = self._opts.runner
+        plans = [StagePlan(s, s.runner or runner, s.parallelism) for s in (self._fetch, *self._ops)]
         view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
-        starts = {lane: self._starts.get(lane, LaneStart()) for lane in lanes}
+        starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
         self._engine = Engine(
-            self.source,
+            source,
             plans,
-            lanes,
-            self._opts.lanes,
+            batch,
+            batch.runner or runner,
+            layout,
             self._opts.flush_every_k_chunks,
             starts,
             self._executor,
@@ -265,16 +325,16 @@ class Pipeline:
     def state_dict(self) -> dict[str, Any]:
         """This rank's lanes as plain JSON-compatible data (see :mod:`zephon_core.checkpoint`)."""
         opts = self._opts
-        lanes = opts.owned_lanes()
+        layout = opts.layout()
         if self._engine is not None:
             lane_states = self._engine.lane_states()
-            next_lane = self._engine.lanes[self._engine.pos]
+            next_lane = self._engine.next_lane
         else:
             lane_states = {}
-            for lane in lanes:
+            for lane in layout.owned:
                 s = self._starts.get(lane, LaneStart())
                 lane_states[lane] = {"window": s.window, "skip": s.skip, "delivered": s.delivered}
-            next_lane = min(lanes, key=lambda x: (lane_states[x]["delivered"], x))
+            next_lane = min(layout.owned, key=lambda x: (lane_states[x]["delivered"], x))
         definition = self.definition()
         return {
             "schema": ckpt.SCHEMA,
@@ -284,37 +344,63 @@ class Pipeline:
             "num_lanes": opts.lanes,
             "rank": opts.dp_rank,
             "world_size": opts.dp_world_size,
-            "source": self.source.state_dict(),
+            "source": (self._active or self.source).state_dict(),
+            "calibration": {"tokens_per_sample": self._token_estimates},
             "multiplexer": {"next_lane": next_lane},
-            "lanes": {str(lane): lane_states[lane] for lane in lanes},
+            "lanes": {str(lane): lane_states[lane] for lane in layout.owned},
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from a checkpoint taken on any world size (merge ranks with ``merge_checkpoints``)."""
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from a checkpoint taken on any world size (merge ranks with ``merge_checkpoints``).
+
+        Everything is validated before anything changes: a rejected checkpoint leaves the pipeline
+        as it was.
+        """
         if self._engine is not None:
             raise CheckpointError("load_state_dict must be called before iterating the pipeline")
         state = ckpt.validate(state)
-        self.source.load_state_dict(state.get("source") or {})
         definition = self.definition()
         if state["fingerprint"] != ckpt.fingerprint(definition):
             diffs = ckpt.diff_definitions(state["definition"], definition) or ["(definitions differ)"]
             raise CheckpointError("checkpoint belongs to a different pipeline: " + "; ".join(diffs[:8]))
-        owned = self._opts.owned_lanes()
-        missing = [lane for lane in owned if str(lane) not in state["lanes"]]
+        layout = self._opts.layout()
+        missing = [lane for lane in layout.owned if str(lane) not in state["lanes"]]
         if missing:
             raise CheckpointError(
                 f"checkpoint has no state for lanes {missing} owned by rank {self._opts.dp_rank}: "
                 "merge every rank's state_dict() with merge_checkpoints() first"
             )
-        self._starts = {
-            lane: LaneStart(ls["window"], ls["skip"], ls["delivered"])
-            for lane, ls in ((int(k), v) for k, v in state["lanes"].items())
-        }
+        starts = {int(k): LaneStart.from_state(k, v) for k, v in state["lanes"].items()}
+        estimates = self._checkpoint_estimates(state)
+        source_state = dict(state.get("source") or {})
+        source_state.pop("tokens_per_sample", None)
+        self.source.load_state_dict(source_state)
+        self._starts = starts
+        self._token_estimates = estimates
+        self._active = None
+
+    def _checkpoint_estimates(self, state: Mapping[str, Any]) -> dict[str, float] | None:
+        cal = state.get("calibration")
+        est = cal.get("tokens_per_sample") if isinstance(cal, Mapping) else None
+        if est is None:  # checkpoints of zephon-core 0.1 kept them with the source
+            est = (state.get("source") or {}).get("tokens_per_sample")
+        if est is None:
+            return None
+        try:
+            return check_token_estimates(est, [d.name for d in self.source.datasets])
+        except ConfigError as exc:
+            raise CheckpointError(f"checkpoint calibration: {exc}") from exc
 
     # -- answers ----------------------------------------------------------------------------------
     def explain(self, batch: SampleBatch) -> list[list[Pointer]]:
         """Which source samples each row of ``batch`` was made from."""
-        return [[self.source.pointer(sid) for sid in lin] for lin in batch.lineage]
+        source = self._active_source()
+        return [[pointer_of(source, sid) for sid in lin] for lin in batch.lineage]
+
+    def datasets_of(self, batch: SampleBatch) -> list[list[str]]:
+        """The dataset of every source sample behind each row of ``batch`` (read from the ids)."""
+        names: Sequence[str] = [d.name for d in self.source.datasets]
+        return [[names[dataset_of(sid)] for sid in lin] for lin in batch.lineage]
 
     def stats(self) -> dict[str, Any]:
         """Run facts: records left over in partial microbatches per lane when the data ended."""

@@ -33,8 +33,6 @@ def make_registered(name: str, config_json: str, parallelism: int = 1, runner: s
     factory = get_plugin_manager().registry.get("operator", name).load()
     kwargs = _resolve(json.loads(config_json))
     args = kwargs.pop("$args", [])
-    if name == "batch":
-        return factory(*args, **kwargs)
     return factory(*args, parallelism=parallelism, runner=runner, **kwargs)
 
 

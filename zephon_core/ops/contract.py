@@ -21,7 +21,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from zephon_core.work.contract import SourceInfo
+    from zephon_core.work.dataset import Dataset
 
 Payload = dict[str, Any]
 Lineage = tuple[int, ...]
@@ -60,7 +64,8 @@ class Work:
         keys: identity of each output slot.
         lineage: source sample ids of each output slot.
         dropped: lineage of records the accumulator itself dropped.
-        meta: kernel bookkeeping carried past the worker (used by ``batch`` for resume points).
+        meta: bookkeeping carried past the worker untouched (the batch stage keeps each microbatch's
+            number and resume point here).
     """
 
     task: Any
@@ -142,8 +147,18 @@ class Operator(ABC):
         """The pure function run on workers; must be picklable for the processes runner."""
         return None
 
-    def prepare(self, source: Any) -> None:  # noqa: B027 - optional hook
-        """Called once before the pipeline starts, with its work source (e.g. to calibrate it)."""
+    def setup(self, source: SourceInfo) -> None:  # noqa: B027 - optional hook
+        """Called once before the pipeline starts with what operators may know of the work source
+        (dataset names, target shares and their unit); operators never see the source itself."""
+
+    def estimate_tokens(self, datasets: Sequence[Dataset]) -> dict[str, float] | None:
+        """Tokens per sample of each dataset, for sources that mix by tokens; None if not a tokenizer.
+
+        The pipeline asks its operators once, before the first chunk, when the source's weights
+        are meant in tokens; the answer is frozen into every checkpoint so a resumed run draws the
+        same samples. It must be a pure function of the datasets and the operator's configuration.
+        """
+        return None
 
     def training_view(self) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
         """Optional conversion applied by ``SampleBatch.to_training()`` (e.g. labels from packed rows)."""

@@ -1,11 +1,15 @@
-"""A stage runs one operator: a serial accumulator thread, a pool of workers, a reorder buffer.
+"""A stage runs one step of the pipeline: a serial accumulator thread, a pool of workers, a reorder buffer.
 
-The accumulator thread takes items from the inbound queue in order, feeds them to the lane's
+The accumulator thread takes messages from the inbound queue in order, feeds data to the lane's
 accumulator and submits the resulting work to the executor. Futures go into a bounded FIFO (the
 reorder window); the emitter thread pops the FIFO's head, waits for *that* future and forwards its
 result. Results therefore leave in submission order whatever order workers finish in, and at most
 ``window`` groups are in flight, so a slow consumer back-pressures the stage instead of growing
 memory. Workers never block on a queue, so the window cannot deadlock against the reorder.
+
+Operators, the fetch stage and the batch stage all run here; what differs is described by a
+:class:`StageSpec`. The terminal (batch) stage subclasses :class:`Stage` in
+:mod:`zephon_core.runtime.batch`.
 """
 
 from __future__ import annotations
@@ -14,96 +18,73 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from zephon_core.errors import OperatorError, ZephonError
 from zephon_core.hashing import mix64
-from zephon_core.ops.contract import Accumulator, Lineage, Operator, Records, Work
+from zephon_core.ops.contract import Emitted, Lineage, Records, Traits, Work, WorkerFn
+from zephon_core.runtime.context import Context, Stopped
+from zephon_core.runtime.messages import Kind, Message
 from zephon_core.runtime.runners import Executor
-from zephon_core.runtime.types import SampleBatch
-
-DATA, FLUSH, LANE_END, STOP = "data", "flush", "lane_end", "stop"
-POLL = 0.05
 
 
-class Stopped(Exception):
-    """Raised inside pipeline threads when the pipeline is shutting down."""
+class StageAccumulator(Protocol):
+    """The per-lane serial half of a stage (an operator's :class:`~zephon_core.ops.contract.Accumulator`)."""
+
+    def push(self, body: Any) -> list[Emitted]: ...
+
+    def flush(self) -> list[Emitted]: ...
 
 
-class Context:
-    """Shared between a pipeline's threads: the first failure, and the stop flag."""
+class StageSpec(Protocol):
+    """What a stage needs to know about the step it runs; every :class:`Operator` is one."""
 
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self._lock = threading.Lock()
+    name: str
+    traits: Traits
 
-    def fail(self, exc: BaseException) -> None:
-        with self._lock:
-            if self.error is None and not self.stop.is_set():
-                self.error = exc
-        self.stop.set()
+    def new_accumulator(self, lane: int) -> Any: ...
 
-    def put(self, q: queue.Queue[Any], item: Any) -> None:
-        while True:
-            if self.stop.is_set():
-                raise Stopped
-            try:
-                q.put(item, timeout=POLL)
-                return
-            except queue.Full:
-                continue
+    def worker(self) -> WorkerFn | None: ...
 
-    def get(self, q: queue.Queue[Any]) -> Any:
-        while True:
-            if self.stop.is_set():
-                raise Stopped
-            try:
-                return q.get(timeout=POLL)
-            except queue.Empty:
-                continue
 
-    def result(self, fut: Future[Any]) -> Any:
-        while True:
-            if self.stop.is_set():
-                raise Stopped
-            try:
-                return fut.result(timeout=POLL)
-            except TimeoutError:
-                continue
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An entry of the reorder window: a message, and the work whose result becomes its body."""
+
+    msg: Message
+    future: Future[Any] | None = None
+    work: Work | None = None
 
 
 class Stage:
-    """One operator of one rank's pipeline (see the module docstring)."""
+    """One step of one rank's pipeline (see the module docstring)."""
 
     def __init__(
         self,
-        op: Operator,
+        spec: StageSpec,
         executor: Executor | None,
-        inbound: queue.Queue[Any],
-        outbound: queue.Queue[Any],
+        inbound: queue.Queue[Message],
+        outbound: queue.Queue[Message],
         ctx: Context,
         window: int,
         *,
-        new_accumulator: Callable[[int], Accumulator],
+        new_accumulator: Callable[[int], StageAccumulator],
         describe_samples: Callable[[list[Lineage]], str],
-        terminal: bool = False,
-        view: Any = None,
     ) -> None:
-        self.op = op
+        self.spec = spec
+        self.name = spec.name
         self.executor = executor
         self.inbound = inbound
         self.outbound = outbound
         self.ctx = ctx
-        self.pending: queue.Queue[Any] = queue.Queue(maxsize=max(1, window))
+        self.pending: queue.Queue[Pending] = queue.Queue(maxsize=max(1, window))
         self.new_accumulator = new_accumulator
         self.describe_samples = describe_samples
-        self.terminal = terminal
-        self.view = view
-        self.accs: dict[int, Accumulator] = {}
+        self.accs: dict[int, StageAccumulator] = {}
         self.threads = [
-            threading.Thread(target=self._guard, args=(self._accumulate,), name=f"zephon-{op.name}-acc", daemon=True),
-            threading.Thread(target=self._guard, args=(self._emit,), name=f"zephon-{op.name}-emit", daemon=True),
+            threading.Thread(target=self._guard, args=(self._accumulate,), name=f"zephon-{self.name}-acc", daemon=True),
+            threading.Thread(target=self._guard, args=(self._emit,), name=f"zephon-{self.name}-emit", daemon=True),
         ]
 
     def start(self) -> None:
@@ -127,86 +108,93 @@ class Stage:
             cause = str(exc) if isinstance(exc, ZephonError) else f"{type(exc).__name__}: {exc}"
         cls = type(exc) if isinstance(exc, OperatorError) else OperatorError
         err = cls(
-            f"operator {self.op.name!r} ({what}) failed on lane {lane}, "
-            f"samples {self.describe_samples(lineage)}: {cause}"
+            f"operator {self.name!r} ({what}) failed on lane {lane}, samples {self.describe_samples(lineage)}: {cause}"
         )
         err.__cause__ = exc
         return err
 
     # -- accumulator side ------------------------------------------------------------------
-    def _acc(self, lane: int) -> Accumulator:
+    def _acc(self, lane: int) -> StageAccumulator:
         acc = self.accs.get(lane)
         if acc is None:
             acc = self.accs[lane] = self.new_accumulator(lane)
         return acc
 
     def _accumulate(self) -> None:
-        ctx, op = self.ctx, self.op
         while True:
-            kind, lane, obj = ctx.get(self.inbound)
-            if kind == DATA:
-                try:
-                    emitted = self._acc(lane).push(obj)
-                except Exception as exc:
-                    lin = getattr(obj, "lineage", None) or []
-                    raise self._error("accumulator", lane, lin, exc) from exc
-                self._submit(lane, emitted)
-            elif kind in (FLUSH, LANE_END):
-                acc = self.accs.get(lane)
-                if acc is not None and kind == FLUSH:
-                    try:
-                        emitted = acc.flush()
-                    except Exception as exc:
-                        raise self._error("flush", lane, [], exc) from exc
-                    self._submit(lane, emitted)
-                    if op.traits.resets_on_flush:
-                        del self.accs[lane]
-                if kind == LANE_END:
-                    acc = self.accs.pop(lane, None)
-                    if self.terminal:
-                        obj = len(getattr(acc, "rows", ())) if acc is not None else 0
-                ctx.put(self.pending, (kind, lane, obj, None))
+            msg = self.ctx.get(self.inbound)
+            if msg.kind is Kind.DATA:
+                self._on_data(msg)
+            elif msg.kind is Kind.FLUSH:
+                self._on_flush(msg)
+            elif msg.kind is Kind.LANE_END:
+                self._on_lane_end(msg)
             else:
-                ctx.put(self.pending, (kind, lane, obj, None))
+                self.ctx.put(self.pending, Pending(msg))
                 return
 
-    def _submit(self, lane: int, emitted: list[Any]) -> None:
+    def _on_data(self, msg: Message) -> None:
+        try:
+            emitted = self._acc(msg.lane).push(msg.body)
+        except Exception as exc:
+            lin = getattr(msg.body, "lineage", None) or []
+            raise self._error("accumulator", msg.lane, lin, exc) from exc
+        self._submit(msg, emitted)
+
+    def _on_flush(self, msg: Message) -> None:
+        acc = self.accs.get(msg.lane)
+        if acc is not None:
+            try:
+                emitted = acc.flush()
+            except Exception as exc:
+                raise self._error("flush", msg.lane, [], exc) from exc
+            self._submit(msg, emitted)
+            if self.spec.traits.resets_on_flush:
+                del self.accs[msg.lane]
+        self.ctx.put(self.pending, Pending(msg))
+
+    def _on_lane_end(self, msg: Message) -> None:
+        self.accs.pop(msg.lane, None)
+        self.ctx.put(self.pending, Pending(msg))
+
+    def _submit(self, msg: Message, emitted: list[Emitted]) -> None:
+        """Queue what an accumulator emitted in response to ``msg``; it inherits the message's window."""
         for item in emitted:
+            out = Message(Kind.DATA, msg.lane, msg.window)
             if isinstance(item, Work):
                 if self.executor is None:
-                    raise OperatorError(f"operator {self.op.name!r} emitted work but declares no worker")
-                fut = self.executor.submit(item.task)
-                self.ctx.put(self.pending, (DATA, lane, fut, item))
+                    raise OperatorError(f"operator {self.name!r} emitted work but declares no worker")
+                self.ctx.put(self.pending, Pending(out, self.executor.submit(item.task), item))
             else:
-                self.ctx.put(self.pending, (DATA, lane, item, None))
+                self.ctx.put(self.pending, Pending(out.with_body(item)))
 
     # -- emitter side ----------------------------------------------------------------------
     def _emit(self) -> None:
         ctx = self.ctx
         while True:
-            kind, lane, obj, work = ctx.get(self.pending)
-            if kind == DATA and work is not None:
+            p = ctx.get(self.pending)
+            msg = p.msg
+            if p.work is not None and p.future is not None:
                 try:
-                    result = ctx.result(obj)
+                    result = ctx.result(p.future)
                 except Stopped:
                     raise
                 except BaseException as exc:
-                    raise self._error("worker", lane, work.lineage, exc) from exc
-                obj = self._convert(lane, result, work)
-                if obj is None:
+                    raise self._error("worker", msg.lane, p.work.lineage, exc) from exc
+                body = self._convert(msg, result, p.work)
+                if body is None:
                     continue
-            ctx.put(self.outbound, (kind, lane, obj))
-            if kind == STOP:
+                msg = msg.with_body(body)
+            ctx.put(self.outbound, msg)
+            if msg.kind is Kind.STOP:
                 return
 
-    def _convert(self, lane: int, result: Any, work: Work) -> Any:
-        if self.terminal:
-            index, resume = work.meta
-            return SampleBatch(lane, index, result[0], work.lineage, work.dropped, resume, self.view)
+    def _convert(self, msg: Message, result: Any, work: Work) -> Any:
+        """Turn a worker's result into the next stage's input (``None``: nothing to forward)."""
         try:
-            return materialize(self.op.traits.fanout, result, work)
+            return materialize(self.spec.traits.fanout, result, work)
         except TypeError as exc:
-            raise self._error("worker", lane, work.lineage, exc) from exc
+            raise self._error("worker", msg.lane, work.lineage, exc) from exc
 
     def join(self, timeout: float) -> None:
         for t in self.threads:

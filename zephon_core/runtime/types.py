@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from zephon_core.hashing import hash_arrays
-from zephon_core.ops.batch import ResumePoint
 from zephon_core.ops.contract import Lineage
+from zephon_core.runtime.replay import ResumePoint
 
 
 @dataclass(slots=True)
@@ -21,6 +21,7 @@ class SampleBatch:
         data: the collated arrays, one row per record.
         lineage: per row, the source sample ids it was made from (see ``Pipeline.explain``).
         dropped: lineage of records dropped (filtered) in this lane since its previous microbatch.
+        resume: where the lane resumes after this microbatch (see :mod:`zephon_core.runtime.replay`).
     """
 
     lane: int

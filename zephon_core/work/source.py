@@ -8,54 +8,36 @@ source's configuration and ``g``. That is what makes lanes cheap: a lane owns ch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import copy
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
-from zephon_core.errors import ConfigError
+from zephon_core.errors import CheckpointError, ConfigError
+from zephon_core.work.contract import BaseWorkSource, Chunk, MixingUnit, Pointer, WorkSource
 from zephon_core.work.dataset import Dataset
+from zephon_core.work.ids import sample_id, split_sample_id
 from zephon_core.work.mixture import MixtureSchedule, MixtureSpec
 from zephon_core.work.permutation import BlockShuffle
 
 MAX_CHUNK_SIZE = 1 << 16
-"""Sample ids pack (chunk number, offset) into one integer, so offsets need 16 bits."""
+"""Sample ids pack (dataset, chunk number, offset) into one integer, so offsets need 16 bits."""
+
+__all__ = [
+    "MAX_CHUNK_SIZE",
+    "BaseWorkSource",
+    "Chunk",
+    "Pointer",
+    "StaticMixtureWorkSource",
+    "WorkSource",
+    "sample_id",
+    "split_sample_id",
+]
 
 
-def sample_id(chunk: int, offset: int) -> int:
-    """The lane-unique identity of the ``offset``-th pointer of chunk ``chunk``."""
-    return (chunk << 16) | offset
-
-
-def split_sample_id(sid: int) -> tuple[int, int]:
-    """Inverse of :func:`sample_id`: ``(chunk, offset)``."""
-    return sid >> 16, sid & 0xFFFF
-
-
-@dataclass(frozen=True, slots=True)
-class Pointer:
-    """One sample, identified without reading it."""
-
-    dataset: str
-    shard: int
-    index: int
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """Chunk ``number`` of the global sequence: parallel arrays of dataset, shard and index."""
-
-    number: int
-    dataset: np.ndarray
-    shard: np.ndarray
-    index: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-
-class StaticMixtureWorkSource:
+class StaticMixtureWorkSource(BaseWorkSource):
     """Interleaves datasets in fixed proportions, in shuffled order, as numbered chunks.
 
     Args:
@@ -68,7 +50,11 @@ class StaticMixtureWorkSource:
         exhaustion: ``"stop"`` ends the source when the first component runs out (the mixture stays
             exact to the end); ``"repeat"`` starts a new, freshly shuffled pass of a component
             whenever it runs out.
-        weight_by: ``"samples"``; ``"tokens"`` once calibrated by a tokenizer operator.
+        weight_by: ``"samples"``; ``"tokens"``: weights are meant in tokens, turned into sample
+            weights with per-dataset tokens-per-sample estimates. The pipeline calibrates those once
+            (through an operator that can count tokens, e.g. ``tokenize``) and stores them in its
+            checkpoints; pass ``tokens_per_sample`` to fix them yourself.
+        tokens_per_sample: frozen estimates for ``weight_by="tokens"``.
     """
 
     def __init__(
@@ -82,13 +68,10 @@ class StaticMixtureWorkSource:
         shuffle_block_size: int = 1024,
         exhaustion: Literal["stop", "repeat"] = "stop",
         weight_by: Literal["samples", "tokens"] = "samples",
+        tokens_per_sample: Mapping[str, float] | None = None,
     ) -> None:
-        self.datasets = list(datasets)
-        if not self.datasets:
-            raise ConfigError("StaticMixtureWorkSource needs at least one dataset")
+        super().__init__(datasets)
         names = [d.name for d in self.datasets]
-        if len(set(names)) != len(names):
-            raise ConfigError(f"dataset names must be unique, got {names}")
         if mixture is None:
             mixture = MixtureSpec({d.name: float(d.num_samples) for d in self.datasets})
         missing = set(names) - set(mixture.weights)
@@ -113,17 +96,32 @@ class StaticMixtureWorkSource:
         self.exhaustion = exhaustion
         self.weight_by = weight_by
         self.tokens_per_sample: dict[str, float] | None = None
+        if tokens_per_sample is not None:
+            self.tokens_per_sample = check_token_estimates(tokens_per_sample, names)
         self._orders = [BlockShuffle(d.sizes, seed, d.name, shuffle_block_size, shuffle) for d in self.datasets]
         self._block_size = shuffle_block_size
         self._schedule: MixtureSchedule | None = None
         self._end: int | None = None
 
     # -- mixing -----------------------------------------------------------------------------
-    def set_token_estimates(self, tokens_per_sample: dict[str, float]) -> None:
-        """Freeze per-dataset tokens-per-sample estimates used when ``weight_by="tokens"``."""
-        self.tokens_per_sample = {k: float(v) for k, v in tokens_per_sample.items()}
-        self._schedule = None
-        self._end = None
+    @property
+    def mixing_unit(self) -> MixingUnit:
+        return self.weight_by
+
+    def target_weights(self) -> dict[str, float]:
+        """Each dataset's share of the mixture (in :attr:`mixing_unit`), summing to 1."""
+        normalized = self.mixture.normalized()
+        return {d.name: float(normalized[d.name]) for d in self.datasets}
+
+    def with_token_estimates(self, tokens_per_sample: Mapping[str, float]) -> StaticMixtureWorkSource:
+        """A copy whose token weights become sample weights through these frozen estimates."""
+        est = check_token_estimates(tokens_per_sample, [d.name for d in self.datasets])
+        clone = copy.copy(self)
+        clone.__dict__.pop("_ds_cache", None)
+        clone.tokens_per_sample = est
+        clone._schedule = None
+        clone._end = None
+        return clone
 
     def sample_weights(self) -> list[float]:
         """Weights in samples per dataset (token weights divided by tokens per sample)."""
@@ -132,7 +130,7 @@ class StaticMixtureWorkSource:
             if self.tokens_per_sample is None:
                 raise ConfigError(
                     "weight_by='tokens' needs token estimates: add a tokenize operator to the "
-                    "pipeline or call set_token_estimates()"
+                    "pipeline or pass tokens_per_sample="
                 )
             w = [wi / max(self.tokens_per_sample[d.name], 1e-9) for wi, d in zip(w, self.datasets)]
         return w
@@ -183,39 +181,6 @@ class StaticMixtureWorkSource:
             shard[m], index[m] = s_out, i_out
         return Chunk(number, comp.astype(np.int32), shard, index)
 
-    def pointers(self, chunk: Chunk) -> list[Pointer]:
-        """Human-readable pointers of a chunk (for debugging and lineage answers)."""
-        return [
-            Pointer(self.datasets[d].name, s, i)
-            for d, s, i in zip(chunk.dataset.tolist(), chunk.shard.tolist(), chunk.index.tolist())
-        ]
-
-    def pointer(self, sid: int) -> Pointer:
-        """The pointer behind a sample id found in a batch's lineage."""
-        g, off = split_sample_id(sid)
-        ch = self.chunk(g)
-        if ch is None or off >= len(ch):
-            raise ConfigError(f"sample id {sid} (chunk {g}, offset {off}) is past the end of the data")
-        return Pointer(self.datasets[int(ch.dataset[off])].name, int(ch.shard[off]), int(ch.index[off]))
-
-    def dataset_index(self, sid: int) -> int:
-        """Which dataset (index into ``datasets``) the sample id ``sid`` was drawn from."""
-        g, off = split_sample_id(sid)
-        return int(self._chunk_datasets(g)[off])
-
-    def _chunk_datasets(self, g: int) -> np.ndarray:
-        cache = self.__dict__.setdefault("_ds_cache", {})
-        arr = cache.get(g)
-        if arr is None:
-            start = g * self.chunk_size
-            end = self.end_position
-            stop = start + self.chunk_size if end is None else min(start + self.chunk_size, end)
-            arr = self.schedule.take(start, max(0, stop - start))[0]
-            if len(cache) > 4096:
-                cache.clear()
-            cache[g] = arr
-        return arr
-
     # -- identity and state -----------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """JSON-able definition for the pipeline fingerprint."""
@@ -232,10 +197,32 @@ class StaticMixtureWorkSource:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """The source's own state: only the frozen token estimates (positions live per lane)."""
-        return {"tokens_per_sample": self.tokens_per_sample}
+        """Nothing changes during a run: positions live per lane, token estimates in the pipeline."""
+        return {}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        tps = state.get("tokens_per_sample")
-        if tps is not None:
-            self.set_token_estimates(tps)
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(state, Mapping):
+            raise CheckpointError(f"work source state must be a dict, got {type(state).__name__}")
+        # Checkpoints of zephon-core 0.1 kept the token estimates here; the pipeline reads them.
+        extra = set(state) - {"tokens_per_sample"}
+        if extra:
+            raise CheckpointError(f"StaticMixtureWorkSource keeps no state, but the checkpoint has {sorted(extra)}")
+
+
+def check_token_estimates(est: Any, names: Sequence[str]) -> dict[str, float]:
+    """Validate per-dataset tokens-per-sample estimates: one positive, finite number per dataset.
+
+    Raises:
+        ConfigError: naming the dataset at fault.
+    """
+    if not isinstance(est, Mapping):
+        raise ConfigError(f"tokens_per_sample must be a dict of dataset name -> number, got {type(est).__name__}")
+    if set(est) != set(names):
+        raise ConfigError(f"tokens_per_sample must name exactly the datasets {sorted(names)}, got {sorted(est)}")
+    out: dict[str, float] = {}
+    for n in names:
+        v = est[n]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ConfigError(f"tokens_per_sample[{n!r}] must be a positive finite number, got {v!r}")
+        out[n] = float(v)
+    return out

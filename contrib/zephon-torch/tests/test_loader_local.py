@@ -72,14 +72,14 @@ def test_rank_comes_from_the_environment_without_a_process_group(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     loader = ZephonLoader(build())
     assert (loader.info.rank, loader.info.world_size, loader.info.distributed) == (1, 2, False)
-    assert loader.pipeline.run_options.owned_lanes() == [2, 3]
-    assert ZephonLoader(build(), dp_rank=0, dp_world_size=4).pipeline.run_options.owned_lanes() == [0]
+    assert loader.pipeline.run_options.layout().owned == [2, 3]
+    assert ZephonLoader(build(), dp_rank=0, dp_world_size=4).pipeline.run_options.layout().owned == [0]
 
 
 def test_lanes_must_split_over_the_data_parallel_ranks():
-    with pytest.raises(ConfigError, match=r"lanes=4, which cannot be split evenly over 3 data-parallel ranks") as e:
+    with pytest.raises(ConfigError, match=r"lanes=4 cannot be split evenly over dp_world_size=3") as e:
         ZephonLoader(build(), dp_rank=0, dp_world_size=3)
-    assert "common multiple of every data-parallel size" in str(e.value)
+    assert "multiple of every data-parallel size" in str(e.value)
     assert "e.g. 12" in str(e.value) and "[1, 2, 4]" in str(e.value)
 
 

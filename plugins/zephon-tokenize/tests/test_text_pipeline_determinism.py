@@ -90,7 +90,7 @@ def test_resume_on_another_world_size(shared, baseline, before, after, cut, runn
     assert state is not None
     # the cut is inside a window on some lane: replay has to rebuild partly packed rows
     assert any(ls["skip"] > 0 for ls in state["lanes"].values())
-    assert state["source"]["tokens_per_sample"], "the token estimates travel in the checkpoint"
+    assert state["calibration"]["tokens_per_sample"], "the token estimates travel in the checkpoint"
     second = run_global(
         shared,
         lanes=LANES,

@@ -11,6 +11,7 @@ from zephon_tokenize import EnsureMixture, Tokenize
 from zephon_core import Dataset, MixtureSpec, StaticMixtureWorkSource
 from zephon_core.conformance import OperatorConformance
 from zephon_core.conformance import samples as conformance_samples
+from zephon_core.work.contract import source_info
 
 
 class TestTokenizeConformance(OperatorConformance):
@@ -46,11 +47,11 @@ def conformance_source() -> StaticMixtureWorkSource:
 def prepared_ensure_mixture(**kwargs: Any) -> EnsureMixture:
     """``ensure_mixture`` already given its source, so the suite's direct driver can use it too.
 
-    In a pipeline ``Pipeline`` calls ``prepare`` again with the pipeline's own (identical) source.
+    In a pipeline ``Pipeline`` calls ``setup`` again with the summary of its own (identical) source.
     A small token bound makes the operator hold and reorder records within the suite's short windows.
     """
     op = EnsureMixture(unit="tokens", max_buffered=6, max_buffered_tokens=400, **kwargs)
-    op.prepare(conformance_source())
+    op.setup(source_info(conformance_source()))
     return op
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,8 @@ import pytest
 from corpus_text import english, grouped, records, two_sources
 from zephon_tokenize import EnsureMixture, Tokenize
 
-from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+from zephon_core import CheckpointError, Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+from zephon_core.work.ids import split_sample_id
 
 TARGET = {"short": 0.5, "long": 0.5}
 
@@ -50,7 +52,7 @@ def whole_run(weight_by: str) -> tuple[np.ndarray, np.ndarray, dict[str, float] 
             comp = [ws.dataset_index(lin[0]) for lin in b.lineage]
             np.add.at(tokens, comp, b.data["num_tokens"])
             np.add.at(docs, comp, 1)
-    return tokens, docs, ws.tokens_per_sample
+    return tokens, docs, pipe.token_estimates
 
 
 @pytest.fixture(scope="module")
@@ -70,20 +72,32 @@ def test_calibration_is_close_to_the_realised_mean(runs):
 
 def test_calibration_is_identical_on_every_rank_and_frozen_in_the_checkpoint():
     a, b = short_and_long("tokens"), short_and_long("tokens")
-    Tokenize(tokenizer_id="gpt2", parallelism=2).prepare(a)
-    Tokenize(tokenizer_id="gpt2").prepare(b)
-    assert a.tokens_per_sample == b.tokens_per_sample  # bit-identical, not just close
+    est_a = Tokenize(tokenizer_id="gpt2", parallelism=2).estimate_tokens(a.datasets)
+    est_b = Tokenize(tokenizer_id="gpt2").estimate_tokens(b.datasets)
+    assert est_a == est_b  # bit-identical, not just close
 
-    restored = short_and_long("tokens")
-    restored.load_state_dict({"tokens_per_sample": {"short": 10.0, "long": 20.0}})
-    Tokenize(tokenizer_id="gpt2").prepare(restored)  # keeps what the checkpoint froze
-    assert restored.tokens_per_sample == {"short": 10.0, "long": 20.0}
+    def build() -> Pipeline:
+        return Pipeline(short_and_long("tokens")).tokenize(tokenizer_id="gpt2").batch(64, collate=count_collate)
 
-    pipe = Pipeline(short_and_long("tokens")).tokenize(tokenizer_id="gpt2").batch(64, collate=count_collate)
+    pipe = build()
     with pipe as p:
         next(iter(p))
         state = p.state_dict()
-    assert state["source"]["tokens_per_sample"] == a.tokens_per_sample
+    assert state["calibration"]["tokens_per_sample"] == est_a
+    assert pipe.source.tokens_per_sample is None, "calibration is the pipeline's, never a change to the source"
+
+    frozen = json.loads(json.dumps(state))
+    frozen["calibration"]["tokens_per_sample"] = {"short": 10.0, "long": 20.0}
+    restored = build()
+    restored.load_state_dict(frozen)
+    assert restored.calibrate() == {"short": 10.0, "long": 20.0}  # keeps what the checkpoint froze
+
+    bad = json.loads(json.dumps(state))
+    bad["calibration"]["tokens_per_sample"] = {"short": -1.0, "long": 20.0}
+    untouched = build()
+    with pytest.raises(CheckpointError, match="short"):
+        untouched.load_state_dict(bad)
+    assert untouched.token_estimates is None, "a rejected checkpoint changes nothing"
 
 
 def test_sample_level_is_off_by_the_length_ratio_token_aware_hits_the_target(runs):
@@ -112,7 +126,7 @@ def _window_rows(ws: StaticMixtureWorkSource, mix: bool, lanes: int, k: int) -> 
     with pipe as p:
         for b in p:
             sid = b.lineage[0][0]
-            window = ((sid >> 16) // lanes) // k
+            window = (split_sample_id(sid)[0] // lanes) // k
             out[b.lane].append((window, ws.dataset_index(sid), int(b.data["num_tokens"][0])))
     return out
 
@@ -147,11 +161,10 @@ def test_ensure_mixture_only_reorders_within_windows_and_smooths_the_mix():
 
 
 def test_ensure_mixture_needs_the_source():
-    with pytest.raises(Exception, match="prepare"):
+    with pytest.raises(Exception, match="setup"):
         EnsureMixture().new_accumulator(0)
 
 
 def test_two_sources_helper_runs_token_aware():
     ws = two_sources(exhaustion="stop")
-    Tokenize(tokenizer_id="gpt2").prepare(ws)
-    assert set(ws.tokens_per_sample or {}) == {"english", "technical"}
+    assert set(Tokenize(tokenizer_id="gpt2").estimate_tokens(ws.datasets)) == {"english", "technical"}

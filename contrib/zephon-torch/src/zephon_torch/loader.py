@@ -18,7 +18,6 @@ is what makes three things simple:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,7 +25,7 @@ from typing import Any
 
 import torch
 
-from zephon_core import CheckpointError, ConfigError, Pipeline, SampleBatch
+from zephon_core import CheckpointError, ConfigError, LaneLayout, Pipeline, SampleBatch
 from zephon_torch import state as loader_state
 from zephon_torch.collectives import all_gather_bytes, all_reduce_sum
 from zephon_torch.errors import RankFailureError
@@ -73,11 +72,10 @@ def microbatch_size_of(pipeline: Pipeline) -> int:
     Raises:
         ConfigError: the pipeline does not end with ``.batch(...)``.
     """
-    last = pipeline.operators[-1].describe()
-    size = last.get("config", {}).get("microbatch_size")
-    if last.get("kind") != "batch" or not isinstance(size, int):
+    spec = pipeline.batch_spec
+    if spec is None:
         raise ConfigError("the pipeline must end with .batch(microbatch_size=...) before it is given to ZephonLoader")
-    return size
+    return spec.microbatch_size
 
 
 class ZephonLoader:
@@ -151,15 +149,13 @@ class ZephonLoader:
     # -- configuration --------------------------------------------------------------------------
     def _check_layout(self, global_batch_size: int | None) -> int:
         lanes, world, mb = self.lanes, self.info.world_size, self.microbatch_size
-        if lanes % world:
-            common = math.lcm(lanes, world)
+        try:
+            LaneLayout(lanes, world, self.info.rank)
+        except ConfigError as exc:
             raise ConfigError(
-                f"the pipeline has lanes={lanes}, which cannot be split evenly over {world} data-parallel ranks "
-                f"(data-parallel rank {self.info.rank}). Lanes are fixed for the life of a training run: choose "
-                f"lanes as a common multiple of every data-parallel size you expect to run on (e.g. {common} "
-                f"for {lanes} and {world}); valid sizes for lanes={lanes} are "
-                f"{[d for d in range(1, lanes + 1) if lanes % d == 0]}"
-            )
+                f"the pipeline's lanes do not fit data-parallel rank {self.info.rank} of {world} (lanes are fixed for "
+                f"the life of a training run): {exc}"
+            ) from None
         round_rows = lanes * mb
         if global_batch_size is None:
             return round_rows
@@ -308,7 +304,7 @@ class ZephonLoader:
         if self._iterator is not None:
             raise CheckpointError("load_state_dict must be called before iterating the loader")
         kernel = loader_state.to_kernel_state(state)
-        owned = self.pipeline.run_options.owned_lanes()
+        owned = self.pipeline.run_options.layout().owned
         relevant = {k: v for k, v in kernel.get("lanes", {}).items() if int(k) in owned}
         step = loader_state.step_of({"lanes": relevant}, self.rounds_per_step)
         self.pipeline.load_state_dict(kernel)

@@ -16,7 +16,8 @@ records such as single documents.
 
 What counts as a record's dataset and size:
 
-* its dataset is ``source.dataset_index(lineage[0])``, its size ``num_tokens`` (or non-padding
+* its dataset is the one its first source sample was drawn from (``dataset_of(lineage[0])``, read from
+  the sample id itself: the operator never needs the work source), its size ``num_tokens`` (or non-padding
   ``input_ids``), or 1 with ``unit="samples"``;
 * a packed row (it has ``document_ids`` and one lineage entry per segment, as ``pack_sequences``
   produces) is split exactly: each segment's tokens count towards its own dataset, and the row is
@@ -32,6 +33,8 @@ import numpy as np
 
 from zephon_core import Accumulator, ConfigError, Operator, Records, Traits
 from zephon_core.ops.contract import Emitted, Lineage, Payload
+from zephon_core.work.contract import SourceInfo
+from zephon_core.work.ids import dataset_of
 
 Contribution = tuple[tuple[int, float], ...]
 
@@ -151,26 +154,26 @@ class EnsureMixture(Operator):
         self.unit = unit
         self.max_buffered = max_buffered
         self.max_buffered_tokens = max_buffered_tokens
-        self._source: Any = None
+        self._ready = False
         self.weights: list[float] = []
         self.resolved_unit = unit
 
     def config(self) -> dict[str, Any]:
         return {"unit": self.unit, "max_buffered": self.max_buffered, "max_buffered_tokens": self.max_buffered_tokens}
 
-    def prepare(self, source: Any) -> None:
-        """Keep the source: it knows each sample's dataset and the target weights."""
-        self._source = source
-        normalized = source.mixture.normalized()
-        self.weights = [float(normalized[d.name]) for d in source.datasets]
+    def setup(self, source: SourceInfo) -> None:
+        """Take the target shares (and, with ``unit="auto"``, their unit) from the work source's summary."""
+        self.weights = list(source.shares)
         if self.unit == "auto":
-            self.resolved_unit = "tokens" if getattr(source, "weight_by", "samples") == "tokens" else "samples"
+            self.resolved_unit = source.unit
+        self._ready = True
 
-    def component(self, sample_id: int) -> int:
+    @staticmethod
+    def component(sample_id: int) -> int:
         """The dataset index a source sample id was drawn from."""
-        return int(self._source.dataset_index(sample_id))
+        return dataset_of(sample_id)
 
     def new_accumulator(self, lane: int) -> Accumulator:
-        if self._source is None:
-            raise ConfigError("ensure_mixture needs the pipeline's work source: prepare(source) was not called")
+        if not self._ready:
+            raise ConfigError("ensure_mixture was not set up with the work source's summary (setup(SourceInfo))")
         return _MixAccumulator(self)

@@ -8,9 +8,10 @@ lineage; the kernel gives each piece its own key).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from zephon_core import Accumulator, ConfigError, Operator, Records, Traits, Work
+from zephon_core import Accumulator, ConfigError, Dataset, Operator, Records, Traits, Work
 from zephon_core.ops.contract import Emitted, WorkerFn
 from zephon_tokenize.calibrate import estimate_tokens_per_sample
 from zephon_tokenize.resolve import BUILTIN_NAMES, resolve_tokenizer
@@ -150,14 +151,12 @@ class Tokenize(Operator):
     def worker(self) -> WorkerFn:
         return self._worker
 
-    def prepare(self, source: Any) -> None:
-        """Give a ``weight_by="tokens"`` source its tokens-per-sample estimates, once.
+    def estimate_tokens(self, datasets: Sequence[Dataset]) -> dict[str, float]:
+        """Tokens per sample of each dataset, for a work source that mixes by tokens.
 
-        A source restored from a checkpoint already holds the estimates it was started with; they
-        are kept, so a resumed run draws exactly the same schedule.
+        Reads a fixed, seeded sample of each dataset and tokenizes it with this operator's worker,
+        so every rank computes bit-identical estimates. The pipeline freezes them into checkpoints.
         """
-        if getattr(source, "weight_by", "samples") != "tokens" or source.tokens_per_sample is not None:
-            return
         estimates = {
             d.name: estimate_tokens_per_sample(
                 d,
@@ -165,10 +164,10 @@ class Tokenize(Operator):
                 read_samples=self.calibration_read_samples,
                 tokenize_bytes=self.calibration_tokenize_bytes,
             )
-            for d in source.datasets
+            for d in datasets
         }
         empty = [name for name, v in estimates.items() if not v > 0]
         if empty:
             raise ConfigError(f"tokenize: datasets {empty} give no tokens, so they cannot be mixed by tokens")
         self.calibration = estimates
-        source.set_token_estimates(estimates)
+        return estimates

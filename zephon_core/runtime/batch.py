@@ -1,0 +1,215 @@
+"""The batch stage: the kernel's last step, which cuts each lane's records into fixed-size microbatches.
+
+Unlike an operator it does not reset at flush sentinels (microbatch shapes must stay constant), so
+a microbatch may span two windows. It is also where replay happens: each lane's
+:class:`~zephon_core.runtime.replay.ReplayCursor` drops the records a resumed lane already delivered
+and stamps every microbatch with the position just after it. Collation (stacking rows into arrays)
+is the stage's worker, so it runs on the pipeline's runner like any operator's worker.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zephon_core.errors import ConfigError
+from zephon_core.ops.contract import Lineage, Payload, Records, Traits, Work, callable_name
+from zephon_core.runtime.context import Context
+from zephon_core.runtime.messages import Message
+from zephon_core.runtime.replay import LaneStart, ReplayCursor, ResumePoint
+from zephon_core.runtime.runners import Executor
+from zephon_core.runtime.stage import Pending, Stage, StageAccumulator
+from zephon_core.runtime.types import SampleBatch
+
+Collate = Callable[[list[Payload]], dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True, slots=True)
+class MicrobatchMeta:
+    """Carried past the worker with each microbatch: its number in the lane and where the lane resumes after it."""
+
+    index: int
+    resume: ResumePoint
+
+
+class BatchAccumulator:
+    """Collects one lane's rows; emits a microbatch work item whenever ``size`` rows are held."""
+
+    def __init__(self, size: int, start: LaneStart) -> None:
+        self.size = size
+        self.cursor = ReplayCursor(start)
+        self.index = start.delivered
+        self.rows = Records.empty()
+
+    @property
+    def held(self) -> int:
+        """Rows waiting for a full microbatch (left over if the lane ends now)."""
+        return len(self.rows.payloads)
+
+    def push(self, records: Records, window: int) -> list[Work]:
+        start = self.cursor.admit(len(records), window)
+        rows = self.rows
+        if start == 0:
+            rows.dropped.extend(records.dropped)
+        rows.payloads.extend(records.payloads[start:])
+        rows.keys.extend(records.keys[start:])
+        rows.lineage.extend(records.lineage[start:])
+        out: list[Work] = []
+        b = self.size
+        while len(rows.payloads) >= b:
+            meta = MicrobatchMeta(self.index, self.cursor.position(len(rows.payloads) - b))
+            out.append(Work(rows.payloads[:b], rows.keys[:b], rows.lineage[:b], rows.dropped, meta))
+            self.index += 1
+            self.rows = rows = Records(rows.payloads[b:], rows.keys[b:], rows.lineage[b:])
+        return out
+
+
+def default_collate(rows: list[Payload]) -> dict[str, np.ndarray]:
+    """Stack each field of the rows into one array; strings become a fixed-width unicode array."""
+    first = rows[0]
+    out: dict[str, np.ndarray] = {}
+    for key in first:
+        try:
+            values = [r[key] for r in rows]
+        except KeyError:
+            bad = next(i for i, r in enumerate(rows) if key not in r)
+            raise ConfigError(f"batch: row {bad} has no field {key!r} (row 0 has {sorted(first)})") from None
+        v0 = values[0]
+        if isinstance(v0, np.ndarray) or isinstance(v0, (list, tuple)):
+            arrays = [np.asarray(v) for v in values]
+            shapes = {a.shape for a in arrays}
+            if len(shapes) > 1:
+                raise ConfigError(
+                    f"batch: field {key!r} has rows of different shapes {sorted(shapes)[:4]}; "
+                    "pack or pad them to one length first (e.g. pack_sequences), or pass collate="
+                )
+            out[key] = np.stack(arrays)
+        else:
+            arr = np.asarray(values)
+            if arr.dtype == object:
+                raise ConfigError(f"batch: field {key!r} holds values of mixed or unsupported types")
+            out[key] = arr
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CollateWorker:
+    """The batch stage's worker: one microbatch's rows in, one dict of arrays out."""
+
+    fn: Collate
+
+    def __call__(self, rows: list[Payload]) -> list[dict[str, np.ndarray]]:
+        return [self.fn(rows)]
+
+
+class BatchSpec:
+    """How the batch stage runs: ``Pipeline.batch(microbatch_size, collate, parallelism=, runner=)``.
+
+    Args:
+        microbatch_size: rows per microbatch; a lane's last, partial microbatch is left over.
+        collate: ``rows -> dict of arrays``; default stacks each field.
+        parallelism: collation workers.
+        runner: where collation runs (default: the pipeline's runner).
+    """
+
+    name = "batch"
+    kind = "batch"
+    traits = Traits(fanout="one", stateful=True, resets_on_flush=False)
+
+    def __init__(
+        self,
+        microbatch_size: int,
+        collate: Collate | None = None,
+        *,
+        parallelism: int = 1,
+        runner: str | None = None,
+    ) -> None:
+        if not isinstance(microbatch_size, int) or isinstance(microbatch_size, bool) or microbatch_size < 1:
+            raise ConfigError(f"batch: microbatch_size must be an int >= 1, got {microbatch_size!r}")
+        if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
+            raise ConfigError(f"batch: parallelism must be an int >= 1, got {parallelism!r}")
+        if collate is not None and not callable(collate):
+            raise ConfigError(f"batch: collate must be callable, got {type(collate).__name__}")
+        self.microbatch_size = microbatch_size
+        self.collate: Collate = collate or default_collate
+        self.parallelism = parallelism
+        self.runner = runner
+
+    def config(self) -> dict[str, Any]:
+        return {"microbatch_size": self.microbatch_size, "collate": callable_name(self.collate)}
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "batch", "name": "batch", "config": self.config()}
+
+    def new_accumulator(self, lane: int, start: LaneStart | None = None) -> BatchAccumulator:
+        return BatchAccumulator(self.microbatch_size, start or LaneStart())
+
+    def worker(self) -> CollateWorker:
+        return CollateWorker(self.collate)
+
+
+class BatchStage(Stage):
+    """The terminal stage: per-lane batch accumulators that start where the checkpoint says."""
+
+    def __init__(
+        self,
+        spec: BatchSpec,
+        executor: Executor | None,
+        inbound: queue.Queue[Message],
+        outbound: queue.Queue[Message],
+        ctx: Context,
+        window: int,
+        *,
+        starts: Mapping[int, LaneStart],
+        view: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None,
+        describe_samples: Callable[[list[Lineage]], str],
+    ) -> None:
+        super().__init__(
+            spec,
+            executor,
+            inbound,
+            outbound,
+            ctx,
+            window,
+            new_accumulator=_lanes_only,
+            describe_samples=describe_samples,
+        )
+        self.batch = spec
+        self.starts = starts
+        self.view = view
+        self.lanes: dict[int, BatchAccumulator] = {}
+
+    def _lane(self, lane: int) -> BatchAccumulator:
+        acc = self.lanes.get(lane)
+        if acc is None:
+            acc = self.lanes[lane] = self.batch.new_accumulator(lane, self.starts.get(lane))
+        return acc
+
+    def _on_data(self, msg: Message) -> None:
+        records: Records = msg.body
+        try:
+            emitted = self._lane(msg.lane).push(records, msg.window)
+        except Exception as exc:
+            raise self._error("accumulator", msg.lane, records.lineage, exc) from exc
+        self._submit(msg, list(emitted))
+
+    def _on_flush(self, msg: Message) -> None:
+        self._lane(msg.lane).cursor.close_window(msg.window)
+        super()._on_flush(msg)
+
+    def _on_lane_end(self, msg: Message) -> None:
+        acc = self.lanes.pop(msg.lane, None)
+        self.ctx.put(self.pending, Pending(msg.with_body(acc.held if acc is not None else 0)))
+
+    def _convert(self, msg: Message, result: Any, work: Work) -> SampleBatch:
+        meta: MicrobatchMeta = work.meta
+        return SampleBatch(msg.lane, meta.index, result[0], work.lineage, work.dropped, meta.resume, self.view)
+
+
+
+def _lanes_only(lane: int) -> StageAccumulator:
+    raise AssertionError("the batch stage keeps its own per-lane accumulators")

@@ -1,0 +1,64 @@
+"""What a running pipeline's threads share: the first failure and the stop flag.
+
+Every blocking call in a pipeline thread goes through :class:`Context` and wakes up every
+:data:`POLL` seconds to look at the stop flag, so ``close()`` and a failure anywhere end every thread
+promptly instead of leaving one blocked on a full or empty queue.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+POLL = 0.05
+T = TypeVar("T")
+
+
+class Stopped(Exception):
+    """Raised inside pipeline threads when the pipeline is shutting down."""
+
+
+class Context:
+    """Shared between a pipeline's threads: the first failure, and the stop flag."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    def fail(self, exc: BaseException) -> None:
+        """Record the first failure (it reaches the training loop) and stop every thread."""
+        with self._lock:
+            if self.error is None and not self.stop.is_set():
+                self.error = exc
+        self.stop.set()
+
+    def put(self, q: queue.Queue[T], item: T) -> None:
+        while True:
+            if self.stop.is_set():
+                raise Stopped
+            try:
+                q.put(item, timeout=POLL)
+                return
+            except queue.Full:
+                continue
+
+    def get(self, q: queue.Queue[T]) -> T:
+        while True:
+            if self.stop.is_set():
+                raise Stopped
+            try:
+                return q.get(timeout=POLL)
+            except queue.Empty:
+                continue
+
+    def result(self, fut: Future[Any]) -> Any:
+        while True:
+            if self.stop.is_set():
+                raise Stopped
+            try:
+                return fut.result(timeout=POLL)
+            except TimeoutError:
+                continue

@@ -1,0 +1,89 @@
+"""The feeder: walks the rank's lanes, computes each lane's next chunk, and injects flush sentinels.
+
+A lane's chunks are computed directly from the work source (chunk ``g`` of lane ``l`` is
+``LaneLayout.chunk(l, local_index)``), so the feeder holds one counter per lane. After every ``K``
+chunks of a lane it sends a ``FLUSH`` closing that window; at the lane's end it closes the last,
+partial window and sends ``LANE_END``. Which lane it feeds next follows demand (the lane with the
+fewest microbatches waiting at the multiplexer), which changes timing only: each lane's messages are
+the same whatever the interleaving.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Mapping
+
+from zephon_core.errors import ConfigError
+from zephon_core.runtime.context import Context, Stopped
+from zephon_core.runtime.messages import STOP_MESSAGE, Kind, Message
+from zephon_core.runtime.replay import LaneStart
+from zephon_core.work.ids import CHUNK_BITS
+from zephon_core.work.lanes import LaneLayout
+from zephon_core.work.source import WorkSource
+
+MAX_READY_PER_LANE = 2
+"""A lane with this many microbatches waiting at the multiplexer is fed only when every lane is."""
+
+
+class Feeder:
+    """Produces the head queue's messages for the lanes one rank owns (run on its own thread)."""
+
+    def __init__(
+        self,
+        source: WorkSource,
+        layout: LaneLayout,
+        flush_every: int,
+        starts: Mapping[int, LaneStart],
+        ctx: Context,
+        out: queue.Queue[Message],
+        backlog: Callable[[int], int],
+    ) -> None:
+        self.source = source
+        self.layout = layout
+        self.k = flush_every
+        self.ctx = ctx
+        self.out = out
+        self.backlog = backlog
+        self.next_local = {lane: starts[lane].first_chunk(flush_every) for lane in layout.owned}
+
+    def window_of(self, local_index: int) -> int:
+        """The window a lane-local chunk belongs to."""
+        return local_index // self.k if self.k else 0
+
+    def _pick_lane(self, active: list[int], emitted: dict[int, int]) -> int:
+        hungry = [lane for lane in active if self.backlog(lane) < MAX_READY_PER_LANE] or active
+        return min(hungry, key=lambda lane: (emitted[lane], lane))
+
+    def run(self) -> None:
+        """Thread body: feed every lane to its end, then ``STOP``; a failure stops the pipeline."""
+        try:
+            self._feed()
+        except Stopped:
+            pass
+        except BaseException as exc:
+            self.ctx.fail(exc)
+
+    def _feed(self) -> None:
+        ctx, k, out = self.ctx, self.k, self.out
+        active = list(self.layout.owned)
+        emitted = {lane: 0 for lane in active}
+        while active:
+            lane = self._pick_lane(active, emitted)
+            c = self.next_local[lane]
+            g = self.layout.chunk(lane, c)
+            if g >> CHUNK_BITS:
+                raise ConfigError(f"chunk number {g} exceeds 2**{CHUNK_BITS}: use a larger chunk_size")
+            chunk = self.source.chunk(g)
+            window = self.window_of(c)
+            if chunk is None:
+                if not k or c % k:
+                    ctx.put(out, Message(Kind.FLUSH, lane, window))
+                ctx.put(out, Message(Kind.LANE_END, lane, window))
+                active.remove(lane)
+                continue
+            ctx.put(out, Message(Kind.DATA, lane, window, chunk))
+            self.next_local[lane] = c + 1
+            emitted[lane] += 1
+            if k and (c + 1) % k == 0:
+                ctx.put(out, Message(Kind.FLUSH, lane, window))
+        ctx.put(out, STOP_MESSAGE)

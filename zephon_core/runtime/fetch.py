@@ -1,0 +1,104 @@
+"""The fetch stage: the kernel's first step, which turns chunks of pointers into records.
+
+Its accumulator gives every pointer its identity: a record key (lane-unique, used for hash-derived
+draws) and a lineage of one sample id that also names the dataset (:mod:`zephon_core.work.ids`).
+Its worker groups a chunk's pointers by (dataset, shard) and reads each group with one
+``Reader.read`` call. It is configured with ``Pipeline.fetch(parallelism=..., runner=...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zephon_core.errors import ConfigError, ReaderError, ZephonError
+from zephon_core.ops.contract import Emitted, Payload, Traits, Work
+from zephon_core.work.ids import DATASET_SHIFT, record_key
+from zephon_core.work.readers import Reader
+from zephon_core.work.source import Chunk
+
+
+class FetchAccumulator:
+    """Keys and lineage for each pointer of a chunk; the whole chunk is one work item."""
+
+    def push(self, chunk: Chunk) -> list[Emitted]:
+        base = record_key(chunk.number, 0)
+        keys = list(range(base, base + len(chunk)))
+        lineage = [((d << DATASET_SHIFT) | k,) for d, k in zip(chunk.dataset.tolist(), keys)]
+        return [Work((chunk.dataset, chunk.shard, chunk.index), keys, lineage)]
+
+    def flush(self) -> list[Emitted]:
+        return []
+
+
+@dataclass(frozen=True)
+class FetchWorker:
+    """Reads a chunk's samples, one reader call per (dataset, shard) group."""
+
+    names: tuple[str, ...]
+    readers: tuple[Reader, ...]
+
+    def __call__(self, task: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[Payload]:
+        ds, shard, index = task
+        out: list[Any] = [None] * len(index)
+        group = ds.astype(np.int64) << 40 | shard
+        order = np.argsort(group, kind="stable")
+        bounds = np.flatnonzero(np.diff(group[order])) + 1
+        for pos in np.split(order, bounds):
+            d, s = int(ds[pos[0]]), int(shard[pos[0]])
+            reader = self.readers[d]
+            try:
+                rows = reader.read(s, index[pos])
+            except ZephonError:
+                raise
+            except Exception as exc:
+                raise ReaderError(
+                    f"dataset {self.names[d]!r}, shard {s} ({_shard_name(reader, s)}): {type(exc).__name__}: {exc}"
+                ) from exc
+            if len(rows) != len(pos):
+                raise ReaderError(
+                    f"dataset {self.names[d]!r}, shard {s}: reader returned {len(rows)} samples for {len(pos)} indices"
+                )
+            for p, row in zip(pos.tolist(), rows):
+                out[p] = row
+        return out
+
+
+def _shard_name(reader: Reader, s: int) -> str:
+    try:
+        return reader.shards()[s].id
+    except Exception:
+        return "?"
+
+
+class FetchStage:
+    """How fetch runs: its parallelism and runner, and (once bound) the readers of the source's datasets."""
+
+    name = "fetch"
+    kind = "fetch"
+    traits = Traits(fanout="one")
+
+    def __init__(self, parallelism: int = 1, runner: str | None = None) -> None:
+        if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
+            raise ConfigError(f"fetch: parallelism must be an int >= 1, got {parallelism!r}")
+        self.parallelism = parallelism
+        self.runner = runner
+        self._worker: FetchWorker | None = None
+
+    def bind(self, names: Sequence[str], readers: Sequence[Reader]) -> None:
+        """Give the worker the datasets' readers (done when the pipeline starts)."""
+        self._worker = FetchWorker(tuple(names), tuple(readers))
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "fetch", "name": "fetch", "config": {}}
+
+    def new_accumulator(self, lane: int) -> FetchAccumulator:
+        return FetchAccumulator()
+
+    def worker(self) -> FetchWorker:
+        if self._worker is None:
+            raise ConfigError("fetch used before its datasets were bound")
+        return self._worker

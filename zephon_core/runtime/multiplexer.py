@@ -1,0 +1,86 @@
+"""The multiplexer: hands the training loop one microbatch at a time, round-robin over the rank's lanes.
+
+It holds back lanes that are ahead and starts a round only when every lane of the round has a
+microbatch, so a rank yields whole rounds and every rank of a world stops at the same global step.
+It also remembers, per lane, how many microbatches were delivered and the resume point of the last
+one: that is what a checkpoint records.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+from collections.abc import Iterator, Mapping
+
+from zephon_core.errors import ZephonError
+from zephon_core.runtime.context import Context, Stopped
+from zephon_core.runtime.messages import Kind, Message
+from zephon_core.runtime.replay import LaneStart, ResumePoint
+from zephon_core.runtime.types import SampleBatch
+
+
+class Multiplexer:
+    """Reads the terminal stage's queue (in the consumer's thread) and yields whole rounds."""
+
+    def __init__(self, lanes: list[int], starts: Mapping[int, LaneStart], ctx: Context, inbound: queue.Queue[Message]):
+        self.lanes = lanes
+        self.ctx = ctx
+        self.inbound = inbound
+        self.ready: dict[int, collections.deque[SampleBatch]] = {lane: collections.deque() for lane in lanes}
+        self.ended: set[int] = set()
+        self.leftover: dict[int, int] = {}
+        self.delivered = {lane: starts[lane].delivered for lane in lanes}
+        self.resume: dict[int, ResumePoint] = {lane: starts[lane].resume for lane in lanes}
+        fewest = min(lanes, key=lambda lane: (self.delivered[lane], lane))
+        self.pos = lanes.index(fewest)
+        self.finished = False
+        self.started = False
+
+    @property
+    def next_lane(self) -> int:
+        """The lane whose microbatch comes next."""
+        return self.lanes[self.pos]
+
+    def backlog(self, lane: int) -> int:
+        """Microbatches of ``lane`` waiting to be delivered (the feeder feeds hungry lanes first)."""
+        return len(self.ready[lane])
+
+    def _pull(self) -> None:
+        try:
+            msg = self.ctx.get(self.inbound)
+        except Stopped:
+            raise self.ctx.error or ZephonError("pipeline was closed") from None
+        if msg.kind is Kind.DATA:
+            self.ready[msg.lane].append(msg.body)
+        elif msg.kind is Kind.LANE_END:
+            self.ended.add(msg.lane)
+            self.leftover[msg.lane] = int(msg.body or 0)
+
+    def _available(self, lane: int) -> bool:
+        while not self.ready[lane]:
+            if lane in self.ended:
+                return False
+            self._pull()
+        return True
+
+    def __iter__(self) -> Iterator[SampleBatch]:
+        return self
+
+    def __next__(self) -> SampleBatch:
+        if self.finished:
+            raise StopIteration
+        if self.ctx.error is not None:
+            raise self.ctx.error
+        if self.pos == 0 or not self.started:
+            # A round starts only when every lane in it has a microbatch: ranks yield whole rounds.
+            if not all(self._available(lane) for lane in self.lanes[self.pos :]):
+                self.finished = True
+                raise StopIteration
+            self.started = True
+        lane = self.lanes[self.pos]
+        batch = self.ready[lane].popleft()
+        self.delivered[lane] += 1
+        if batch.resume is not None:
+            self.resume[lane] = batch.resume
+        self.pos = (self.pos + 1) % len(self.lanes)
+        return batch

@@ -1,0 +1,79 @@
+"""Lanes: how the global chunk sequence is split into fixed logical streams, and which a rank owns.
+
+Chunk ``g`` belongs to lane ``g mod L`` and is that lane's ``g div L``-th chunk. The number of lanes
+``L`` is part of the data (it is in the fingerprint); the data-parallel world size is not, as long as
+it divides ``L``: rank ``r`` of ``W`` owns the contiguous lanes ``[r·L/W, (r+1)·L/W)``. Every piece
+of code that maps chunks to lanes or lanes to ranks goes through :class:`LaneLayout`, so the rule
+lives in one place.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from zephon_core.errors import ConfigError
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class LaneLayout:
+    """``num_lanes`` lanes split over ``world_size`` data-parallel ranks, seen from ``rank``.
+
+    Construction validates, with messages that say how to fix the configuration.
+    """
+
+    num_lanes: int
+    world_size: int = 1
+    rank: int = 0
+
+    def __post_init__(self) -> None:
+        L, W = self.num_lanes, self.world_size
+        if not _is_int(L) or L < 1:
+            raise ConfigError(f"option lanes must be an int >= 1, got {L!r}")
+        if not _is_int(W) or W < 1:
+            raise ConfigError(f"option dp_world_size must be an int >= 1, got {W!r}")
+        if L % W:
+            valid = [d for d in range(1, L + 1) if L % d == 0]
+            raise ConfigError(
+                f"lanes={L} cannot be split evenly over dp_world_size={W}: choose lanes as a multiple of every "
+                f"data-parallel size you will run on (e.g. {math.lcm(L, W)} for {L} and {W}); "
+                f"valid sizes for lanes={L} are {valid}"
+            )
+        if not _is_int(self.rank) or not 0 <= self.rank < W:
+            raise ConfigError(f"dp_rank={self.rank!r} is out of range for dp_world_size={W}")
+
+    @property
+    def lanes_per_rank(self) -> int:
+        return self.num_lanes // self.world_size
+
+    @property
+    def owned(self) -> list[int]:
+        """The lanes this rank runs, in round order."""
+        per = self.lanes_per_rank
+        return list(range(self.rank * per, (self.rank + 1) * per))
+
+    def owner(self, lane: int) -> int:
+        """The rank that owns ``lane``."""
+        self._check_lane(lane)
+        return lane // self.lanes_per_rank
+
+    def chunk(self, lane: int, local_index: int) -> int:
+        """Global chunk number of the ``local_index``-th chunk of ``lane``."""
+        return local_index * self.num_lanes + lane
+
+    def locate(self, chunk: int) -> tuple[int, int]:
+        """``(lane, local_index)`` of global chunk ``chunk``."""
+        local, lane = divmod(chunk, self.num_lanes)
+        return lane, local
+
+    def with_rank(self, rank: int, world_size: int) -> LaneLayout:
+        """The same lanes seen from another rank of another world size (validated)."""
+        return LaneLayout(self.num_lanes, world_size, rank)
+
+    def _check_lane(self, lane: int) -> None:
+        if not _is_int(lane) or not 0 <= lane < self.num_lanes:
+            raise ConfigError(f"lane {lane!r} does not exist (num_lanes={self.num_lanes})")
