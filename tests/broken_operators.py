@@ -195,6 +195,59 @@ class StateNotJsonable(Operator):
         return _SetStateAcc()
 
 
+class _RecentOnlyAcc(Accumulator):
+    """Concatenates words and cuts rows of 16, crediting each row with the records pushed since the
+    previous row: the rule ``stateful_transform`` used before exact lineage. A row that starts with
+    the tail of the previous document does not name it."""
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.pending: list[int] = []
+        self.last = 0
+
+    def _rows(self, out: Records, key: int, final: bool) -> None:
+        j = 0
+        while len(self.words) >= 16 or (final and self.words):
+            out.payloads.append({"words": " ".join(self.words[:16])})
+            out.keys.append(key | j)
+            out.lineage.append(tuple(self.pending))
+            self.pending = []
+            del self.words[:16]
+            j += 1
+
+    def push(self, records: Records) -> list[Any]:
+        out = Records([], [], [], list(records.dropped))
+        for p, k, lin in zip(records.payloads, records.keys, records.lineage):
+            self.words.extend(p["text"].split())
+            self.pending.extend(lin)
+            self.last = k
+            self._rows(out, k << 8, final=False)
+        return [out] if (out.payloads or out.dropped) else []
+
+    def flush(self) -> list[Any]:
+        out = Records.empty()
+        self._rows(out, (self.last << 8) | 0x80, final=True)
+        if self.pending:
+            out.dropped.append(tuple(self.pending))
+        return [out] if (out.payloads or out.dropped) else []
+
+    def state(self) -> Any:
+        return {"words": list(self.words), "pending": list(self.pending)}
+
+
+class CreditsOnlyRecentInputs(Operator):
+    """Rule 5: lineage misses the document a row's head was carried over from."""
+
+    kind = "broken_recent_lineage"
+    traits = Traits(has_worker=False, stateful=True)
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def new_accumulator(self, lane: int) -> Accumulator:
+        return _RecentOnlyAcc()
+
+
 BROKEN = {
     UnseededRandom: 3,
     DependsOnWorkerIdentity: 1,
@@ -205,4 +258,5 @@ BROKEN = {
     DependsOnGroupBoundaries: 6,
     LosesLineage: 5,
     StateNotJsonable: 2,
+    CreditsOnlyRecentInputs: 5,
 }

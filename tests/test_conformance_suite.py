@@ -42,8 +42,9 @@ BUILTINS = {
         "transform": {"$callable": f"{S}:words_transform"},
     },
     "shuffle": {"buffer_size": 16, "seed": 3},
-    "batch": {"$args": [4]},
 }
+# fetch and batch are the kernel's own stages, not operators: the kernel's determinism matrix and
+# replay tests cover them.
 
 
 @pytest.mark.slow
@@ -102,3 +103,48 @@ def test_suite_rejects_every_broken_operator_naming_the_rule(tmp_path):
         assert any(f"[rule {rule_no}:" in m for m in mine), (
             f"{cls.__name__} was rejected, but not for rule {rule_no}:\n" + "\n".join(mine)
         )
+
+
+def test_lineage_rule_rejects_crediting_only_recent_inputs(tmp_path):
+    """Rule 5 per output: an operator that credits a row only with the records pushed since the
+    previous row (the old ``stateful_transform`` rule) is rejected; the built-in operators pass."""
+    subjects = {
+        "CreditsOnlyRecentInputs": "b.CreditsOnlyRecentInputs",
+        "MapTransform": "functools.partial(MapTransform, s.upper_or_drop)",
+        "FlatMap": "functools.partial(FlatMap, s.split_sentences)",
+        "Shuffle": "functools.partial(Shuffle, 16, seed=3)",
+        "StatefulTransform": (
+            "functools.partial(StatefulTransform, 'words', init_state=s.words_init, push=s.words_push, "
+            "flush=s.words_flush, transform=s.words_transform)"
+        ),
+    }
+    lines = [
+        "import functools, pytest",
+        "from zephon_core.conformance import OperatorConformance",
+        "from zephon_core.conformance import samples as s",
+        "from zephon_core.ops.mapping import FlatMap, MapTransform",
+        "from zephon_core.ops.shuffle import Shuffle",
+        "from zephon_core.ops.stateful import StatefulTransform",
+        "import tests.broken_operators as b",
+    ]
+    for name, factory in subjects.items():
+        lines += [
+            f"class Test{name}(OperatorConformance):",
+            "    @pytest.fixture",
+            "    def operator_factory(self):",
+            f"        return {factory}",
+        ]
+    test_file = tmp_path / "test_subjects.py"  # not "lineage": -k matches module names too
+    test_file.write_text("\n".join(lines) + "\n")
+    report = tmp_path / "report.xml"
+    out = _pytest(str(test_file), "--rootdir", str(tmp_path), f"--junitxml={report}", "-k", "lineage")
+    assert report.exists(), out.stdout[-3000:] + out.stderr[-3000:]
+    results: dict[tuple[str, str], str] = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        failure = case.find("failure")
+        cls = case.get("classname", "").rsplit(".", 1)[-1]
+        results[(cls, case.get("name", ""))] = "" if failure is None else failure.get("message", "")
+    assert set(results) == {(f"Test{n}", t) for n in subjects for t in ("test_lineage_is_conserved", "test_lineage_is_exact")}
+    broken = results.pop(("TestCreditsOnlyRecentInputs", "test_lineage_is_exact"))
+    assert broken.startswith("AssertionError: [rule 5:") and "does not name it" in broken, broken
+    assert not any(results.values()), {k: v[:300] for k, v in results.items() if v}

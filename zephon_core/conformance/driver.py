@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zephon_core.hashing import digest_payload
-from zephon_core.ops.batch import Batch
 from zephon_core.ops.contract import Lineage, Operator, Payload, Records, Work
 from zephon_core.runtime.stage import materialize
 
@@ -78,11 +77,7 @@ class Driver:
                 if self.worker is None:
                     raise TypeError(f"operator {self.op.name!r} emitted work but has no worker")
                 result = self.worker(item.task)
-                if isinstance(self.op, Batch):  # one collated microbatch for all its rows
-                    rows = tuple(sid for lin in item.lineage for sid in lin)
-                    out.add(Records([result[0]], item.keys[:1], [rows], list(item.dropped)))
-                else:
-                    out.add(materialize(self.op.traits.fanout, result, item))
+                out.add(materialize(self.op.traits.fanout, result, item))
             else:
                 out.add(item)
 

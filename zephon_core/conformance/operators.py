@@ -17,6 +17,7 @@ and flushes. Every failure names the rule it enforces (see :mod:`zephon_core.con
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pickle
@@ -34,8 +35,8 @@ from zephon_core.conformance import samples
 from zephon_core.conformance.driver import FLUSH, Driver, Output, records_from, run_chain, split
 from zephon_core.conformance.harness import run_global
 from zephon_core.conformance.rules import Capabilities, SuiteBase, rule
-from zephon_core.ops.batch import Batch
-from zephon_core.ops.contract import Operator
+from zephon_core.hashing import digest_payload
+from zephon_core.ops.contract import Lineage, Operator, Records
 from zephon_core.pipeline import Pipeline
 from zephon_core.work.dataset import Dataset
 from zephon_core.work.mixture import MixtureSpec
@@ -47,6 +48,29 @@ OperatorFactory = Callable[..., Operator]
 LANES = 4
 CHUNK = 16
 FLUSH_EVERY = 2
+EXACT_WINDOWS = 2
+"""Flush windows of input the per-output lineage check replays once per source sample (cost ~ n²)."""
+
+
+def _windowed(records: Records) -> list[Records | str]:
+    """Records in groups of ``CHUNK`` with a flush every ``FLUSH_EVERY`` groups and at the end, as a lane sees them."""
+    groups: list[Records | str] = []
+    for i, g in enumerate(split(records, [CHUNK] * (len(records) // CHUNK + 1))):
+        groups.append(g)
+        if i % FLUSH_EVERY == FLUSH_EVERY - 1:
+            groups.append(FLUSH)
+    return [*groups, FLUSH]
+
+
+def _by_identity(out: Output) -> dict[tuple[int, int], tuple[int, bytes, Lineage]]:
+    """Outputs by (key, occurrence): keys are unique within a lane, the occurrence guards a bad operator."""
+    seen: dict[int, int] = {}
+    res: dict[tuple[int, int], tuple[int, bytes, Lineage]] = {}
+    for pos, (digest, key, lin) in enumerate(zip(out.digests, out.keys, out.lineage)):
+        occ = seen.get(key, 0)
+        seen[key] = occ + 1
+        res[(key, occ)] = (pos, digest, lin)
+    return res
 
 
 def _first_difference(a: Sequence[Any], b: Sequence[Any]) -> str:
@@ -71,10 +95,6 @@ class Subject:
             raise TypeError(f"operator_factory returned {type(op).__name__}, not an Operator")
         return op
 
-    @property
-    def terminal(self) -> bool:
-        return isinstance(self.make(), Batch)
-
     def source(self, records: list[dict[str, Any]] | None = None) -> StaticMixtureWorkSource:
         recs = records if records is not None else self.records
         cut = (2 * len(recs)) // 3
@@ -98,10 +118,7 @@ class Subject:
             p.add(up())
         for op in before:
             p.add(op)
-        op = self.make(parallelism, runner)
-        if isinstance(op, Batch):
-            return p.add(op)
-        p.add(op)
+        p.add(self.make(parallelism, runner))
         for extra in after:
             p.add(extra)
         return p.batch(1, collate=samples.digest_collate)
@@ -167,6 +184,17 @@ class OperatorConformance(SuiteBase):
     def capabilities(self) -> Capabilities:
         """What the operator claims; unclaimed features are reported as skips."""
         return Capabilities()
+
+    @pytest.fixture
+    def perturb_payload(self) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """``payload -> payload`` with other content but the same structure, for the lineage check.
+
+        The default (:func:`zephon_core.conformance.samples.perturb`) changes text, arrays and lists
+        but keeps lengths, whitespace and scalar ints. Override it when your operator arranges records
+        by something the default changes (e.g. it groups by a string field): keep what decides the
+        arrangement, change what ends up in outputs. It must not modify its argument.
+        """
+        return samples.perturb
 
     @pytest.fixture
     def subject(self, operator_factory, sample_records, upstream, capabilities) -> Subject:
@@ -350,31 +378,101 @@ class OperatorConformance(SuiteBase):
             "outside the accumulator"
         )
 
-    # -- rule 5: lineage is conserved -------------------------------------------------------------
+    # -- rule 5: lineage is exact and conserved ---------------------------------------------------
     def test_lineage_is_conserved(self, subject):
         recs = subject.input_records()
-        groups: list[Any] = []
-        for i, g in enumerate(split(recs, [CHUNK] * (len(recs) // CHUNK + 1))):
-            groups.append(g)
-            if i % FLUSH_EVERY == FLUSH_EVERY - 1:
-                groups.append(FLUSH)
-        out = Driver(subject.make()).feed(0, [*groups, FLUSH])
+        out = Driver(subject.make()).feed(0, _windowed(recs))
         given = {sid for lin in recs.lineage for sid in lin} | {sid for lin in recs.dropped for sid in lin}
         seen_out = {sid for lin in out.lineage for sid in lin}
         seen_dropped = {sid for lin in out.dropped for sid in lin}
         invented = (seen_out | seen_dropped) - given - {sid for lin in recs.dropped for sid in lin}
         assert not invented, f"{rule(5)} outputs claim source samples that were never input: {sorted(invented)[:5]}"
-        op = subject.make()
-        if isinstance(op, Batch):
-            given -= {sid for lin in out.dropped for sid in lin}
-            leftover = len(recs) % op.microbatch_size
-            lost = given - seen_out - seen_dropped
-            assert len(lost) <= leftover, f"{rule(5)} {len(lost)} inputs vanished without a tombstone"
-            return
         lost = given - seen_out - seen_dropped
         assert not lost, (
             f"{rule(5)} {len(lost)} input samples neither reach an output nor are recorded as dropped "
             f"(e.g. sample ids {sorted(lost)[:5]}): a filter must emit a tombstone (Records.dropped)"
+        )
+
+    def test_lineage_is_exact(self, subject, perturb_payload):
+        """Each output's lineage names exactly the inputs whose data it holds, checked from outside.
+
+        An operator is a black box, so "input X contributed to output Y" is tested by changing X:
+        for every source sample of the first ``EXACT_WINDOWS`` flush windows, the records carrying it
+        are given other content with the same structure (``perturb_payload``) and the same input is
+        replayed through a fresh operator. Outputs are matched by key, which a structure-preserving
+        change leaves alone. Then:
+
+        * an output whose lineage does not name the sample must come out unchanged, and an output
+          that appears or disappears must name it (else the lineage misses a contributor: the row
+          that holds the tail of one document and the head of the next must name both);
+        * with ``Capabilities.exact_lineage``, an output that names the sample among two or more
+          must change (else it names a record whose data it does not hold). Single-source outputs
+          are exempt: every output is credited to some input, and crediting the wrong one is
+          caught by the first check, through the input that really contributed.
+
+        Removing an input instead would not work: it shifts every later cut of a concatenating
+        operator, so every later output would "depend" on it. The cost is one replay of
+        ``EXACT_WINDOWS * FLUSH_EVERY * CHUNK`` records per source sample.
+        """
+        recs = subject.input_records()
+        n = min(len(recs), EXACT_WINDOWS * FLUSH_EVERY * CHUNK)
+        payloads, keys, lineage = recs.payloads[:n], recs.keys[:n], recs.lineage[:n]
+
+        def run(ps: list[dict[str, Any]]) -> dict[tuple[int, int], tuple[int, bytes, Lineage]]:
+            records = Records([dict(p) for p in ps], list(keys), list(lineage))
+            return _by_identity(Driver(subject.make()).feed(0, _windowed(records)))
+
+        base = run(payloads)
+        exact = subject.caps.exact_lineage
+        missing: list[str] = []
+        extra: list[str] = []
+        tested = 0
+        for sid in dict.fromkeys(s for lin in lineage for s in lin):
+            changed = list(payloads)
+            differs = False
+            for i, lin in enumerate(lineage):
+                if sid in lin:
+                    changed[i] = perturb_payload(copy.deepcopy(payloads[i]))
+                    differs |= digest_payload(changed[i]) != digest_payload(payloads[i])
+            if not differs:
+                continue  # nothing the perturbation can change (e.g. only ints): no evidence either way
+            tested += 1
+            try:
+                got = run(changed)
+            except Exception as exc:
+                raise RuntimeError(
+                    f"the operator failed on input whose sample {sid} was changed by perturb_payload "
+                    f"({type(exc).__name__}: {exc}); override the perturb_payload fixture with a change it accepts"
+                ) from exc
+            for ident, (pos, digest, lin) in base.items():
+                after = got.get(ident)
+                names = sid in lin
+                if after is None or after[1] != digest:
+                    if not names:
+                        how = "disappears" if after is None else "changes"
+                        missing.append(f"output {pos} {how} when sample {sid} changes, but its lineage {lin[:8]}")
+                elif names and exact and len(set(lin)) > 1:
+                    extra.append(f"output {pos} names sample {sid} among {len(set(lin))} but stays the same")
+            missing += [
+                f"an output (key {ident[0]:#x}) appears when sample {sid} changes, but its lineage {lin[:8]}"
+                for ident, (_, _, lin) in got.items()
+                if ident not in base and sid not in lin
+            ]
+            if len(missing) >= 3 or len(extra) >= 3:
+                break
+        if not tested:
+            pytest.skip("perturb_payload changed no input record: override the perturb_payload fixture")
+        assert not missing, (
+            f"{rule(5)} an output holds data of an input its lineage does not name: "
+            + "; ".join(f"{m} does not name it" for m in missing[:3])
+            + ". Credit every record whose data reaches an output (with stateful_transform, return "
+            "Emit(item, sources) naming every record the item holds data of, including carried-over ones)"
+        )
+        assert not extra, (
+            f"{rule(5)} an output's lineage names an input whose data it does not hold: "
+            + "; ".join(extra[:3])
+            + ". Credit only the records an output is made of (stateful_transform: name them with Emit), "
+            "or claim Capabilities(exact_lineage=False) if your lineage is a deliberate superset"
         )
 
     # -- rule 6: grouping does not matter ---------------------------------------------------------
@@ -473,7 +571,7 @@ class OperatorConformance(SuiteBase):
                 before.append(MapTransform(samples.drop_some, parallelism=par))
             if shuffle_before:
                 before.append(Shuffle(shuffle_before, seed=3))
-            after = [Shuffle(shuffle_after, seed=4)] if shuffle_after and not subject.terminal else []
+            after = [Shuffle(shuffle_after, seed=4)] if shuffle_after else []
 
             def build(p: int) -> Pipeline:
                 return subject.pipeline(p, before=[_clone(o) for o in before], after=[_clone(o) for o in after])

@@ -14,7 +14,7 @@ RULES = {
     2: "state is per lane and plain data",
     3: "randomness comes from the data",
     4: "flush resets the lane",
-    5: "lineage is conserved",
+    5: "lineage is exact and conserved",
     6: "output does not depend on grouping",
     7: "resume equals the uninterrupted run",
     8: "reader is deterministic and safe",
@@ -36,12 +36,17 @@ class Capabilities:
         resets_on_flush: the operator returns to a fresh state at each flush (all but ``batch``).
         json_state: ``Accumulator.state()`` returns JSON-compatible data.
         subprocess_factory: the operator factory can be re-created in a fresh interpreter.
+        exact_lineage: each output's lineage names only the inputs whose data it holds. Without
+            it the suite still requires every contributing input to be named (a sound superset,
+            e.g. ``stateful_transform`` with bare items instead of ``Emit``), but not that each
+            named input contributed.
     """
 
     processes: bool = True
     resets_on_flush: bool = True
     json_state: bool = True
     subprocess_factory: bool = True
+    exact_lineage: bool = True
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core.hashing import digest_payload
+from zephon_core.ops.stateful import Emit, take_sources
 
 
 def text_records(n: int = 480) -> list[dict[str, Any]]:
@@ -38,22 +39,26 @@ def split_sentences(payload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def words_init() -> dict[str, Any]:
-    return {"words": [], "docs": 0}
+    """Buffered words, documents pushed so far, and ``[document index, words in the buffer]`` spans."""
+    return {"words": [], "docs": 0, "spans": []}
 
 
-def words_push(state: dict[str, Any], payload: dict[str, Any]) -> list[list[str]]:
-    """Concatenate words across documents and cut rows of 32 words (n-to-m)."""
-    state["words"].extend(payload["text"].split())
+def words_push(state: dict[str, Any], payload: dict[str, Any]) -> list[Emit]:
+    """Concatenate words across documents and cut rows of 32 words (n-to-m, exact lineage)."""
+    words = payload["text"].split()
+    state["words"].extend(words)
+    state["spans"].append([state["docs"], len(words)])
     state["docs"] += 1
     rows = []
     while len(state["words"]) >= 32:
-        rows.append(state["words"][:32])
+        rows.append(Emit(state["words"][:32], take_sources(state["spans"], 32)))
         del state["words"][:32]
     return rows
 
 
-def words_flush(state: dict[str, Any]) -> list[list[str]]:
-    rows = [state["words"]] if state["words"] else []
+def words_flush(state: dict[str, Any]) -> list[Emit]:
+    words = state["words"]
+    rows = [Emit(words, take_sources(state["spans"], len(words)))] if words else []
     state["words"] = []
     return rows
 
@@ -66,3 +71,62 @@ def words_transform(row: list[str]) -> dict[str, Any]:
 def drop_some(payload: dict[str, Any]) -> dict[str, Any] | None:
     """A field-agnostic filter: drops about one record in six, chosen by the payload's digest."""
     return None if digest_payload(payload)[0] < 43 else payload
+
+
+# -- the lineage check's perturbation ----------------------------------------------------------------
+class _Rot47:
+    """``str.translate`` table: printable ASCII rotates within itself (ROT47); other characters move
+    to a neighbouring code point unless either is whitespace. Whitespace, length and the ASCII-ness
+    of every character are kept, so text splits into the same number of words."""
+
+    def __getitem__(self, cp: int) -> int:
+        if 33 <= cp <= 126:
+            return 33 + (cp - 33 + 47) % 94
+        if cp > 127:
+            other = cp ^ 1
+            if not (0xD800 <= other <= 0xDFFF or chr(cp).isspace() or chr(other).isspace()):
+                return other
+        raise LookupError(cp)
+
+
+_ROT47 = _Rot47()
+
+
+def perturb(payload: Any, *, in_sequence: bool = False) -> Any:
+    """The same record with other content but the same structure: what rule 5's exactness check feeds.
+
+    The check needs to change what a record *holds* without changing how an operator *arranges*
+    records (how many words or tokens a record has decides where a packer cuts rows; ids and counts
+    decide grouping), otherwise every later output of a concatenating operator would change and no
+    lineage could be told right from wrong. So: strings keep their length and whitespace (ROT47),
+    numeric arrays and lists of ints keep their shape and dtype (integers XOR 1, floats + 1,
+    booleans negated), floats move by one. Scalar ints and bools (ids, counts, lengths, flags) and
+    bytes (encoded media an operator would fail to decode) are left alone. Returns new objects; the
+    input is not modified.
+    """
+    if isinstance(payload, dict):
+        return {k: perturb(v) for k, v in payload.items()}
+    if isinstance(payload, str):
+        return payload.translate(_ROT47)
+    if isinstance(payload, np.ndarray):
+        kind = payload.dtype.kind
+        if kind in "iu":
+            return payload ^ payload.dtype.type(1)
+        if kind in "fc":
+            return payload + payload.dtype.type(1)
+        if kind == "b":
+            return ~payload
+        if kind == "U":
+            return np.vectorize(lambda t: t.translate(_ROT47), otypes=[payload.dtype])(payload) if payload.size else payload
+        return payload.copy()
+    if isinstance(payload, (list, tuple)):
+        items = [perturb(x, in_sequence=True) for x in payload]
+        return items if isinstance(payload, list) else tuple(items)
+    if isinstance(payload, (bool, np.bool_)):
+        return payload
+    if isinstance(payload, (int, np.integer)):
+        return payload ^ 1 if in_sequence else payload
+    if isinstance(payload, (float, np.floating)):
+        return payload + 1.0
+    return payload
+

@@ -15,7 +15,7 @@ import pytest
 from zephon_core.conformance.operators import OperatorConformance
 from zephon_core.conformance.readers import ReaderConformance
 from zephon_core.ops.contract import Operator
-from zephon_core.plugins import get_plugin_manager, load_object
+from zephon_core.plugins import default_plugin_manager, load_object
 
 
 def _resolve(value: Any) -> Any:
@@ -30,7 +30,7 @@ def _resolve(value: Any) -> Any:
 
 def make_registered(name: str, config_json: str, parallelism: int = 1, runner: str | None = None) -> Operator:
     """Build a registered operator from its name and JSON keyword arguments (picklable via partial)."""
-    factory = get_plugin_manager().registry.get("operator", name).load()
+    factory = default_plugin_manager().registry.get("operator", name).load()
     kwargs = _resolve(json.loads(config_json))
     args = kwargs.pop("$args", [])
     return factory(*args, parallelism=parallelism, runner=runner, **kwargs)

@@ -8,6 +8,18 @@ runs serially for every record of a lane.
 Row identity: a row's key is ``mix64(key of its first document, offset of its first token in
 that document)``. Every token belongs to exactly one row, so no two rows share a first token and
 keys are unique within a lane whatever the algorithm.
+
+Row lineage is exact: each segment adds its record's lineage, in segment order, so a row names
+every document it holds tokens of, and a document split across rows (``wrap`` always, the bin
+algorithms with ``allow_split`` or for documents longer than a row) is named by each of those
+rows. When every record came from one sample (as after ``tokenize``) that is one entry per
+segment: segment ``j`` is ``document_ids == j`` in the payload, ``lineage[j]`` is its document, and
+:func:`segment_spans` reads each document's token span off the row. Spans are deliberately not
+put into the lineage itself: lineage is the kernel-wide ``tuple[int, ...]`` of sample ids that
+checkpoints, tombstones, ``Pipeline.explain`` and ``ensure_mixture`` read, and the span within the
+row is already in the payload. What neither records is where a slice sat *inside* its document
+(a ``wrap`` row may hold a document's tail); training does not need it (positions restart at every
+segment), and a payload field for it would change every collated batch.
 """
 
 from __future__ import annotations
@@ -15,9 +27,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from zephon_core import Accumulator, ConfigError, Records, Work
 from zephon_core.hashing import mix64
 from zephon_core.ops.contract import Emitted, Lineage
+
+
+def segment_spans(document_ids: Any, lineage: Lineage) -> list[tuple[int, int, int]]:
+    """``(sample id, start, stop)`` of each document's tokens in one packed row, in row order.
+
+    ``document_ids`` is the row's field of that name (``-1`` marks padding), ``lineage`` the row's
+    lineage. Exact when every record given to ``pack_sequences`` had a one-sample lineage (what
+    ``tokenize`` produces; pieces of a split document repeat its id); otherwise the lineage has
+    more entries than the row has segments and this raises ``ValueError``.
+    """
+    doc = np.asarray(document_ids)
+    valid = doc[doc >= 0]  # padding only ever follows the segments
+    k = int(valid.max()) + 1 if valid.size else 0
+    if len(lineage) != k:
+        raise ValueError(
+            f"segment_spans: the row has {k} segments but its lineage {len(lineage)} entries "
+            "(the packed records did not each come from one sample)"
+        )
+    seg = np.arange(k)
+    starts = np.searchsorted(valid, seg, side="left").tolist()
+    stops = np.searchsorted(valid, seg, side="right").tolist()
+    return [(int(sid), a, b) for sid, a, b in zip(lineage, starts, stops)]
 
 
 @dataclass(slots=True)

@@ -28,7 +28,12 @@ class TokenizeWorker:
         eos_id: appended to every document when not None.
         max_length: longest output in tokens (specials included); None for no limit.
         split_long_samples: cut a long document into several outputs of at most ``max_length``
-            tokens instead of truncating it.
+            tokens instead of truncating it. The pieces come out consecutively, in order, each
+            with the document's lineage. They carry no part-index field on purpose: without a
+            packer after ``tokenize`` every payload field is stacked into the batch arrays that
+            ``to_training()`` returns and the global batch hash covers, so a new field would change
+            existing pipelines' data (``pack_sequences`` keeps only the token field, so it would be
+            harmless there). An opt-in option naming such a field is the way to add one.
         keep_text: keep the text field in the output (it is dropped by default: it is usually the
             largest thing in the record and nothing after tokenization needs it).
         tokenizer: an already built tokenizer to use in this process (never pickled).
