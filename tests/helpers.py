@@ -34,3 +34,11 @@ def jitter(payload: dict[str, Any]) -> dict[str, Any]:
     if os.urandom(1)[0] < 24:
         time.sleep(os.urandom(1)[0] / 100_000)
     return payload
+
+
+def hang_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
+    """Never returns for record 7 (a hung user function)."""
+    if payload["i"] == 7:
+        while True:
+            time.sleep(0.05)
+    return payload

@@ -26,7 +26,7 @@ def test_state_is_json_and_does_not_grow_with_progress(demo_source):
     assert max(sizes) - min(sizes) < 600, sizes  # in-flight chunk lists vary; progress does not add up
     assert set(state) >= {"schema", "version", "fingerprint", "definition", "lanes", "multiplexer", "source"}
     lane = state["lanes"]["0"]
-    assert set(lane) == {"window", "skip", "delivered", "replay_from_chunk", "inflight_chunks"}
+    assert set(lane) == {"window", "skip", "delivered", "replay_from_chunk"}
 
 
 def test_merge_checkpoints_rejects_conflicts_and_foreign_states():

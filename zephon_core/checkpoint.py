@@ -18,7 +18,8 @@ from zephon_core.errors import CheckpointError
 SCHEMA = "zephon-checkpoint"
 SCHEMA_VERSION = 1
 
-_LANE_FIELDS = {"window": int, "skip": int, "delivered": int}
+MAX_POSITION = 1 << 48
+"""Upper bound for window numbers and skip counts: far beyond any real run, below overflow."""
 
 
 def fingerprint(definition: Mapping[str, Any]) -> str:
@@ -51,7 +52,13 @@ def diff_definitions(old: Any, new: Any, path: str = "") -> list[str]:
 
 
 def validate(state: Any) -> dict[str, Any]:
-    """Check a checkpoint's structure; return it. Raises :class:`CheckpointError` on anything odd."""
+    """Check a checkpoint's structure, types and fingerprint; return it. Raises :class:`CheckpointError`.
+
+    Nothing here depends on the pipeline it will be loaded into (that is checked by
+    ``Pipeline.load_state_dict``), so a checkpoint can be validated on its own.
+    """
+    from zephon_core.runtime.replay import LaneStart
+
     if not isinstance(state, Mapping):
         raise CheckpointError(f"a checkpoint must be a dict, got {type(state).__name__}")
     if state.get("schema") != SCHEMA:
@@ -63,31 +70,63 @@ def validate(state: Any) -> dict[str, Any]:
     for key in ("fingerprint", "definition", "lanes", "num_lanes"):
         if key not in state:
             raise CheckpointError(f"checkpoint lacks {key!r}")
+    num_lanes = state["num_lanes"]
+    if not _is_int(num_lanes) or num_lanes < 1:
+        raise CheckpointError(f"checkpoint 'num_lanes' must be an int >= 1, got {num_lanes!r}")
+    if not isinstance(state["definition"], Mapping):
+        raise CheckpointError("checkpoint 'definition' must be a dict")
+    if state["fingerprint"] != fingerprint(state["definition"]):
+        raise CheckpointError(
+            "checkpoint fingerprint does not match its own definition: the checkpoint was edited or corrupted"
+        )
     lanes = state["lanes"]
     if not isinstance(lanes, Mapping):
         raise CheckpointError("checkpoint 'lanes' must be a dict keyed by lane id")
     for lane, ls in lanes.items():
-        if not str(lane).isdigit() or int(lane) >= state["num_lanes"]:
-            raise CheckpointError(f"checkpoint has an invalid lane id {lane!r} (num_lanes={state['num_lanes']})")
-        for f, t in _LANE_FIELDS.items():
-            if not isinstance(ls.get(f), t) or ls[f] < 0:
-                raise CheckpointError(
-                    f"checkpoint lane {lane}: field {f!r} must be a non-negative int, got {ls.get(f)!r}"
-                )
+        if not isinstance(lane, str) or not lane.isdigit() or int(lane) >= num_lanes:
+            raise CheckpointError(f"checkpoint has an invalid lane id {lane!r} (num_lanes={num_lanes})")
+        start = LaneStart.from_state(lane, ls)
+        for f in ("window", "skip"):
+            if getattr(start, f) >= MAX_POSITION:
+                raise CheckpointError(f"checkpoint lane {lane}: {f}={getattr(start, f)} is beyond any possible run")
+    step = state.get("step")
+    if step is not None and (not _is_int(step) or step < 0):
+        raise CheckpointError(f"checkpoint 'step' must be a non-negative int, got {step!r}")
+    if not isinstance(state.get("mid_round", False), bool):
+        raise CheckpointError(f"checkpoint 'mid_round' must be a bool, got {state.get('mid_round')!r}")
     return dict(state)
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def merge_checkpoints(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Join the per-rank states of one global step into one checkpoint (a union keyed by lane)."""
+    """Join the per-rank states of one global step into one checkpoint (a union keyed by lane).
+
+    Raises:
+        CheckpointError: the states belong to different pipelines, were taken at different global
+            steps or in the middle of a round (naming the ranks and their steps), or disagree on a lane.
+    """
     states = [validate(s) for s in states]
     if not states:
         raise CheckpointError("merge_checkpoints needs at least one state")
     base = states[0]
-    lanes: dict[str, Any] = {}
     for s in states:
         if s["fingerprint"] != base["fingerprint"]:
             diffs = diff_definitions(base["definition"], s["definition"])
             raise CheckpointError(f"cannot merge checkpoints of different pipelines: {'; '.join(diffs[:5])}")
+    where = [
+        f"rank {s.get('rank', '?')} at step {s.get('step')}{' (mid-round)' if s.get('mid_round') else ''}"
+        for s in states
+    ]
+    if len({s.get("step") for s in states}) > 1 or any(s.get("mid_round") for s in states):
+        raise CheckpointError(
+            "rank states must all be taken at the same global-step boundary (after the same number of whole "
+            f"rounds): {', '.join(where)}"
+        )
+    lanes: dict[str, Any] = {}
+    for s in states:
         for lane, ls in s["lanes"].items():
             if lane in lanes and lanes[lane] != ls:
                 raise CheckpointError(f"lane {lane} appears in two rank states with different positions")

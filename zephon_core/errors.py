@@ -34,3 +34,7 @@ class CheckpointError(ZephonError, ValueError):
 
 class WorkerCrashedError(OperatorError):
     """A worker process died (killed, segfault, out of memory) while holding a task."""
+
+
+class OperatorTimeoutError(OperatorError):
+    """A task of an operator ran past its ``timeout_s``; names the operator, runner and samples."""

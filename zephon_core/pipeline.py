@@ -14,17 +14,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zephon_core import checkpoint as ckpt
-from zephon_core.errors import CheckpointError, ConfigError, PluginError
-from zephon_core.ops.contract import Lineage, Operator, Payload
+from zephon_core.errors import CheckpointError, ConfigError, PluginError, ZephonError
+from zephon_core.ops.contract import Lineage, Operator, Payload, check_timeout
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
 from zephon_core.runtime.batch import BatchSpec, Collate
 from zephon_core.runtime.engine import Engine, StagePlan
-from zephon_core.runtime.fetch import FetchStage
+from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
 from zephon_core.runtime.replay import LaneStart
 from zephon_core.runtime.runners import Executor
 from zephon_core.runtime.types import SampleBatch
 from zephon_core.work.contract import Pointer, WorkSource, check_work_source, pointer_of, source_info
-from zephon_core.work.ids import dataset_of, split_sample_id
+from zephon_core.work.ids import CHUNK_BITS, dataset_of, split_sample_id
 from zephon_core.work.lanes import LaneLayout
 from zephon_core.work.source import check_token_estimates
 
@@ -32,7 +32,11 @@ from zephon_core.work.source import check_token_estimates
 @dataclasses.dataclass(frozen=True)
 class Options:
     """Run options. Only ``lanes`` and ``flush_every_k_chunks`` change the data (they are in the
-    fingerprint); rank, world size, runner and queue depth are free to change between runs."""
+    fingerprint); rank, world size, runner, queue depth and timeouts are free to change between runs.
+
+    ``timeout_s`` is the default limit for one task of every step that does not set its own (None:
+    no limit); fetch defaults to :data:`~zephon_core.runtime.fetch.FETCH_TIMEOUT_S`.
+    """
 
     lanes: int = 1
     dp_rank: int = 0
@@ -40,13 +44,18 @@ class Options:
     runner: str = "threads"
     flush_every_k_chunks: int = 8
     queue_depth: int = 4
+    timeout_s: float | None = None
 
     def validate(self) -> None:
+        check_timeout(self.timeout_s, "option")
         if not isinstance(self.queue_depth, int) or isinstance(self.queue_depth, bool) or self.queue_depth < 1:
             raise ConfigError(f"option queue_depth must be an int >= 1, got {self.queue_depth!r}")
         k = self.flush_every_k_chunks
-        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
-            raise ConfigError(f"option flush_every_k_chunks must be an int >= 0 (0 = never), got {k!r}")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ConfigError(
+                f"option flush_every_k_chunks must be an int >= 1, got {k!r}: a checkpoint replays the current "
+                "window, so without flushes one window would span the whole run and a resume would replay all of it"
+            )
         self.layout()
 
     def layout(self) -> LaneLayout:
@@ -77,6 +86,7 @@ class Pipeline:
         self._active: WorkSource | None = None
         self._starts: dict[int, LaneStart] = {}
         self._token_estimates: dict[str, float] | None = None
+        self._closed = False
 
     # -- building -------------------------------------------------------------------------------
     @property
@@ -111,23 +121,31 @@ class Pipeline:
         """Append the registered operator ``kind`` built with these arguments."""
         return self.add(self._make(kind, *args, **kwargs))
 
-    def fetch(self, parallelism: int = 1, runner: str | None = None) -> Pipeline:
+    def fetch(self, parallelism: int = 1, runner: str | None = None, timeout_s: float | None = None) -> Pipeline:
         """Configure the fetch stage (reading is often I/O bound: threads suit it)."""
         self._check_mutable()
-        self._fetch = FetchStage(parallelism=parallelism, runner=runner)
+        self._fetch = FetchStage(parallelism=parallelism, runner=runner, timeout_s=timeout_s)
         return self
 
     def map_transform(
-        self, fn: Callable[[Payload], Payload | None], parallelism: int = 1, runner: str | None = None
+        self,
+        fn: Callable[[Payload], Payload | None],
+        parallelism: int = 1,
+        runner: str | None = None,
+        timeout_s: float | None = None,
     ) -> Pipeline:
-        """``fn(payload) -> dict | None`` on every record; ``None`` drops it."""
-        return self.apply("map_transform", fn, parallelism=parallelism, runner=runner)
+        """``fn(payload) -> dict | None`` on every record; ``None`` drops it. ``timeout_s`` limits one task."""
+        return self.apply("map_transform", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s)
 
     def flat_map(
-        self, fn: Callable[[Payload], Iterable[Payload]], parallelism: int = 1, runner: str | None = None
+        self,
+        fn: Callable[[Payload], Iterable[Payload]],
+        parallelism: int = 1,
+        runner: str | None = None,
+        timeout_s: float | None = None,
     ) -> Pipeline:
         """``fn(payload) -> iterable of dicts``: one record becomes zero or more."""
-        return self.apply("flat_map", fn, parallelism=parallelism, runner=runner)
+        return self.apply("flat_map", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s)
 
     def stateful_transform(self, name: str, **kwargs: Any) -> Pipeline:
         """A custom n-to-m operator: ``init_state``, ``push``, ``flush``, ``transform``, ``parallelism``."""
@@ -143,12 +161,13 @@ class Pipeline:
         collate: Collate | None = None,
         parallelism: int = 1,
         runner: str | None = None,
+        timeout_s: float | None = None,
     ) -> Pipeline:
         """End the pipeline with microbatches of ``microbatch_size`` rows from one lane each."""
         self._check_mutable()
         if self._batch is not None:
             raise ConfigError("the pipeline already ends with batch(); call it once")
-        self._batch = BatchSpec(microbatch_size, collate, parallelism=parallelism, runner=runner)
+        self._batch = BatchSpec(microbatch_size, collate, parallelism=parallelism, runner=runner, timeout_s=timeout_s)
         return self
 
     def options(self, **kwargs: Any) -> Pipeline:
@@ -282,15 +301,18 @@ class Pipeline:
         for op in self._ops:
             op.setup(info)
         self._fetch.bind([d.name for d in source.datasets], [d.reader for d in source.datasets])
-        runner = self._opts.runner
-        plans = [StagePlan(s, s.runner or runner, s.parallelism) for s in (self._fetch, *self._ops)]
+        runner, default_timeout = self._opts.runner, self._opts.timeout_s
+        fetch_timeout = self._fetch.timeout_s or default_timeout or FETCH_TIMEOUT_S
+        plans = [StagePlan(self._fetch, self._fetch.runner or runner, self._fetch.parallelism, fetch_timeout)]
+        plans += [StagePlan(op, op.runner or runner, op.parallelism, op.timeout_s or default_timeout) for op in self._ops]
+        batch_plan = StagePlan(batch, batch.runner or runner, batch.parallelism, batch.timeout_s or default_timeout)
         view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
         starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
         self._engine = Engine(
             source,
             plans,
             batch,
-            batch.runner or runner,
+            batch_plan,
             layout,
             self._opts.flush_every_k_chunks,
             starts,
@@ -302,10 +324,20 @@ class Pipeline:
         return self._engine
 
     def __iter__(self) -> Iterator[SampleBatch]:
-        return self._engine if self._engine is not None else self._start()
+        if self._closed:
+            raise ZephonError("the pipeline was closed; build a new Pipeline to iterate again")
+        if self._engine is None:
+            return self._start()
+        if self._engine.finished:
+            raise ZephonError(
+                "the pipeline has delivered all its data; build a new Pipeline (and load_state_dict() to resume) "
+                "to iterate again"
+            )
+        return self._engine
 
     def close(self) -> None:
-        """Stop every thread and worker process of this pipeline."""
+        """Stop every thread and worker process of this pipeline; iterating it afterwards is an error."""
+        self._closed = True
         if self._engine is not None:
             self._engine.close()
 
@@ -336,6 +368,7 @@ class Pipeline:
                 lane_states[lane] = {"window": s.window, "skip": s.skip, "delivered": s.delivered}
             next_lane = min(layout.owned, key=lambda x: (lane_states[x]["delivered"], x))
         definition = self.definition()
+        delivered = [lane_states[lane]["delivered"] for lane in layout.owned]
         return {
             "schema": ckpt.SCHEMA,
             "version": ckpt.SCHEMA_VERSION,
@@ -344,6 +377,8 @@ class Pipeline:
             "num_lanes": opts.lanes,
             "rank": opts.dp_rank,
             "world_size": opts.dp_world_size,
+            "step": min(delivered),
+            "mid_round": max(delivered) != min(delivered),
             "source": (self._active or self.source).state_dict(),
             "calibration": {"tokens_per_sample": self._token_estimates},
             "multiplexer": {"next_lane": next_lane},
@@ -363,6 +398,15 @@ class Pipeline:
         if state["fingerprint"] != ckpt.fingerprint(definition):
             diffs = ckpt.diff_definitions(state["definition"], definition) or ["(definitions differ)"]
             raise CheckpointError("checkpoint belongs to a different pipeline: " + "; ".join(diffs[:8]))
+        if state.get("mid_round") and (state.get("world_size"), state.get("rank")) != (
+            self._opts.dp_world_size,
+            self._opts.dp_rank,
+        ):
+            raise CheckpointError(
+                f"this checkpoint was taken in the middle of a round (rank {state.get('rank')} of "
+                f"{state.get('world_size')}, after {state.get('step')} whole rounds): it can only resume the same rank "
+                "of the same world size; take checkpoints at global-step boundaries to change world size"
+            )
         layout = self._opts.layout()
         missing = [lane for lane in layout.owned if str(lane) not in state["lanes"]]
         if missing:
@@ -372,12 +416,35 @@ class Pipeline:
             )
         starts = {int(k): LaneStart.from_state(k, v) for k, v in state["lanes"].items()}
         estimates = self._checkpoint_estimates(state)
+        self._check_positions(starts, layout, estimates)
         source_state = dict(state.get("source") or {})
         source_state.pop("tokens_per_sample", None)
         self.source.load_state_dict(source_state)
         self._starts = starts
         self._token_estimates = estimates
         self._active = None
+
+    def _check_positions(
+        self, starts: Mapping[int, LaneStart], layout: LaneLayout, estimates: dict[str, float] | None
+    ) -> None:
+        """Every lane's replay window must exist in this source (a window past the end would end the
+        lane at once and silently lose its data)."""
+        source = self.source
+        if estimates is not None and self.source.mixing_unit == "tokens":
+            source = self.source.with_token_estimates(estimates)
+        k = self._opts.flush_every_k_chunks
+        for lane in layout.owned:
+            s = starts[lane]
+            if s.window == 0 and s.skip == 0:
+                continue
+            if s.window and not k:
+                raise CheckpointError(f"checkpoint lane {lane}: window={s.window}, but this pipeline never flushes")
+            first = layout.chunk(lane, s.first_chunk(k))
+            if first >> CHUNK_BITS or source.chunk(first) is None:
+                raise CheckpointError(
+                    f"checkpoint lane {lane}: window {s.window} starts at chunk {first}, which is past the end of the "
+                    "data: the checkpoint does not belong to this data (or was edited)"
+                )
 
     def _checkpoint_estimates(self, state: Mapping[str, Any]) -> dict[str, float] | None:
         cal = state.get("calibration")
@@ -405,4 +472,8 @@ class Pipeline:
     def stats(self) -> dict[str, Any]:
         """Run facts: records left over in partial microbatches per lane when the data ended."""
         eng = self._engine
-        return {"leftover_records": dict(eng.leftover) if eng else {}, "finished": bool(eng and eng.finished)}
+        return {
+            "leftover_records": dict(eng.leftover) if eng else {},
+            "finished": bool(eng and eng.finished),
+            "chunks_fed": eng.chunks_fed() if eng else 0,
+        }

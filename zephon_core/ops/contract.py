@@ -126,14 +126,22 @@ class Operator(ABC):
     kind: ClassVar[str] = ""
     traits: ClassVar[Traits] = Traits()
 
-    def __init__(self, *, parallelism: int = 1, runner: str | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        parallelism: int = 1,
+        runner: str | None = None,
+        name: str | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
         from zephon_core.errors import ConfigError
 
-        if not isinstance(parallelism, int) or parallelism < 1:
+        if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
             raise ConfigError(f"operator {name or self.kind!r}: parallelism must be an int >= 1, got {parallelism!r}")
         self.parallelism = parallelism
         self.runner = runner
         self.name = name or self.kind
+        self.timeout_s = check_timeout(timeout_s, f"operator {self.name!r}")
 
     @abstractmethod
     def config(self) -> dict[str, Any]:
@@ -193,6 +201,17 @@ def apply_each(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         except Exception as exc:
             raise ItemFailure(i, f"{type(exc).__name__}: {exc}") from exc
     return out
+
+
+def check_timeout(value: Any, what: str) -> float | None:
+    """Validate a ``timeout_s`` option: None (no limit) or a positive number of seconds."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        from zephon_core.errors import ConfigError
+
+        raise ConfigError(f"{what}: timeout_s must be a positive number of seconds or None, got {value!r}")
+    return float(value)
 
 
 def callable_name(fn: Any) -> str:

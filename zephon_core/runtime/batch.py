@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core.errors import ConfigError
-from zephon_core.ops.contract import Lineage, Payload, Records, Traits, Work, callable_name
+from zephon_core.ops.contract import Lineage, Payload, Records, Traits, Work, callable_name, check_timeout
 from zephon_core.runtime.context import Context
 from zephon_core.runtime.messages import Message
 from zephon_core.runtime.replay import LaneStart, ReplayCursor, ResumePoint
@@ -114,6 +114,7 @@ class BatchSpec:
         collate: ``rows -> dict of arrays``; default stacks each field.
         parallelism: collation workers.
         runner: where collation runs (default: the pipeline's runner).
+        timeout_s: limit for one microbatch's collation (default: the pipeline's ``timeout_s`` option).
     """
 
     name = "batch"
@@ -127,6 +128,7 @@ class BatchSpec:
         *,
         parallelism: int = 1,
         runner: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         if not isinstance(microbatch_size, int) or isinstance(microbatch_size, bool) or microbatch_size < 1:
             raise ConfigError(f"batch: microbatch_size must be an int >= 1, got {microbatch_size!r}")
@@ -138,6 +140,7 @@ class BatchSpec:
         self.collate: Collate = collate or default_collate
         self.parallelism = parallelism
         self.runner = runner
+        self.timeout_s = check_timeout(timeout_s, "batch")
 
     def config(self) -> dict[str, Any]:
         return {"microbatch_size": self.microbatch_size, "collate": callable_name(self.collate)}
@@ -167,6 +170,8 @@ class BatchStage(Stage):
         starts: Mapping[int, LaneStart],
         view: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]] | None,
         describe_samples: Callable[[list[Lineage]], str],
+        runner: str = "",
+        timeout_s: float | None = None,
     ) -> None:
         super().__init__(
             spec,
@@ -177,6 +182,8 @@ class BatchStage(Stage):
             window,
             new_accumulator=_lanes_only,
             describe_samples=describe_samples,
+            runner=runner,
+            timeout_s=timeout_s,
         )
         self.batch = spec
         self.starts = starts

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -45,20 +46,24 @@ class Context:
             except queue.Full:
                 continue
 
-    def get(self, q: queue.Queue[T]) -> T:
+    def get(self, q: queue.Queue[T], idle: Callable[[], None] | None = None) -> T:
+        """The next item of ``q``; ``idle()`` runs at every poll while waiting (a watchdog check)."""
         while True:
             if self.stop.is_set():
                 raise Stopped
             try:
                 return q.get(timeout=POLL)
             except queue.Empty:
-                continue
+                if idle is not None:
+                    idle()
 
-    def result(self, fut: Future[Any]) -> Any:
+    def result(self, fut: Future[Any], idle: Callable[[], None] | None = None) -> Any:
+        """The future's result; ``idle()`` runs at every poll while waiting (a watchdog check)."""
         while True:
             if self.stop.is_set():
                 raise Stopped
             try:
                 return fut.result(timeout=POLL)
             except TimeoutError:
-                continue
+                if idle is not None:
+                    idle()

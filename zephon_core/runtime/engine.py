@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ class StagePlan:
     spec: StageSpec
     runner: str
     parallelism: int
+    timeout_s: float | None = None
 
 
 class Engine:
@@ -48,7 +50,7 @@ class Engine:
     Args:
         source: the (calibrated) work source.
         plans: fetch, then the operators.
-        batch: the terminal batch stage, run on ``batch_runner``.
+        batch: the terminal batch stage, run as ``batch_plan`` says.
         layout: lanes and this rank's share of them.
         flush_every: chunks per window (0: never flush before a lane's end).
         starts: where each owned lane starts (from a checkpoint, or the beginning).
@@ -63,7 +65,7 @@ class Engine:
         source: WorkSource,
         plans: list[StagePlan],
         batch: BatchSpec,
-        batch_runner: str,
+        batch_plan: StagePlan,
         layout: LaneLayout,
         flush_every: int,
         starts: Mapping[int, LaneStart],
@@ -82,16 +84,29 @@ class Engine:
         self.mux = Multiplexer(self.lanes, starts, self.ctx, queues[-1])
         self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux.backlog)
         try:
-            for i, plan in enumerate([*plans, StagePlan(batch, batch_runner, batch.parallelism)]):
+            for i, plan in enumerate([*plans, batch_plan]):
                 ex = make_executor(plan)
                 if ex is not None:
                     self.executors.append(ex)
                 common = (ex, queues[i], queues[i + 1], self.ctx, max(2, 2 * plan.parallelism))
                 if i == len(plans):
-                    stage: Stage = BatchStage(batch, *common, starts=starts, view=view, describe_samples=describe_samples)
+                    stage: Stage = BatchStage(
+                        batch,
+                        *common,
+                        starts=starts,
+                        view=view,
+                        describe_samples=describe_samples,
+                        runner=plan.runner,
+                        timeout_s=plan.timeout_s,
+                    )
                 else:
                     stage = Stage(
-                        plan.spec, *common, new_accumulator=plan.spec.new_accumulator, describe_samples=describe_samples
+                        plan.spec,
+                        *common,
+                        new_accumulator=plan.spec.new_accumulator,
+                        describe_samples=describe_samples,
+                        runner=plan.runner,
+                        timeout_s=plan.timeout_s,
                     )
                 self.stages.append(stage)
         except BaseException:
@@ -125,24 +140,29 @@ class Engine:
     def lane_states(self) -> dict[int, dict[str, Any]]:
         """Every owned lane's checkpoint entry, as of the last microbatch handed out."""
         return {
-            lane: lane_state(
-                lane,
-                self.mux.resume[lane],
-                self.mux.delivered[lane],
-                self.feeder.next_local[lane],
-                self.layout,
-                self.flush_every,
-            )
+            lane: lane_state(lane, self.mux.resume[lane], self.mux.delivered[lane], self.layout, self.flush_every)
             for lane in self.lanes
         }
 
-    def close(self) -> None:
+    def chunks_fed(self) -> int:
+        """Chunks the feeder has sent into the pipeline so far (for back-pressure checks and metrics)."""
+        return sum(self.feeder.emitted.values())
+
+    def close(self, grace_s: float = 2.0) -> None:
+        """Stop every thread and worker; returns within about ``grace_s`` plus the executors' own close.
+
+        Threads poll the stop flag, so they end within a poll interval, except one stuck inside a
+        user function (a hung task): it is a daemon thread and is abandoned after the grace period.
+        """
         self.ctx.stop.set()
-        for st in self.stages:
-            st.join(timeout=5)
+        deadline = time.monotonic() + grace_s
+        threads = [t for st in self.stages for t in st.threads]
         thread = getattr(self, "feeder_thread", None)
-        if thread is not None and thread.is_alive():
-            thread.join(timeout=5)
+        if thread is not None:
+            threads.append(thread)
+        for t in threads:
+            if t.ident is not None and t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
         for ex in self.executors:
             ex.close()
         self.executors = []

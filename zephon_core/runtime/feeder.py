@@ -45,6 +45,7 @@ class Feeder:
         self.out = out
         self.backlog = backlog
         self.next_local = {lane: starts[lane].first_chunk(flush_every) for lane in layout.owned}
+        self.emitted = {lane: 0 for lane in layout.owned}
 
     def window_of(self, local_index: int) -> int:
         """The window a lane-local chunk belongs to."""
@@ -66,7 +67,7 @@ class Feeder:
     def _feed(self) -> None:
         ctx, k, out = self.ctx, self.k, self.out
         active = list(self.layout.owned)
-        emitted = {lane: 0 for lane in active}
+        emitted = self.emitted
         while active:
             lane = self._pick_lane(active, emitted)
             c = self.next_local[lane]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core.errors import ConfigError, ReaderError, ZephonError
-from zephon_core.ops.contract import Emitted, Payload, Traits, Work
+from zephon_core.ops.contract import Emitted, Payload, Traits, Work, check_timeout
 from zephon_core.work.ids import DATASET_SHIFT, record_key
 from zephon_core.work.readers import Reader
 from zephon_core.work.source import Chunk
@@ -74,6 +74,11 @@ def _shard_name(reader: Reader, s: int) -> str:
         return "?"
 
 
+FETCH_TIMEOUT_S = 300.0
+"""Default limit for one chunk's read: storage retries have their own, shorter deadlines; a read that
+takes five minutes is a hung read, not a slow one."""
+
+
 class FetchStage:
     """How fetch runs: its parallelism and runner, and (once bound) the readers of the source's datasets."""
 
@@ -81,11 +86,12 @@ class FetchStage:
     kind = "fetch"
     traits = Traits(fanout="one")
 
-    def __init__(self, parallelism: int = 1, runner: str | None = None) -> None:
+    def __init__(self, parallelism: int = 1, runner: str | None = None, timeout_s: float | None = None) -> None:
         if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
             raise ConfigError(f"fetch: parallelism must be an int >= 1, got {parallelism!r}")
         self.parallelism = parallelism
         self.runner = runner
+        self.timeout_s = check_timeout(timeout_s, "fetch")
         self._worker: FetchWorker | None = None
 
     def bind(self, names: Sequence[str], readers: Sequence[Reader]) -> None:

@@ -71,6 +71,8 @@ class Multiplexer:
             raise StopIteration
         if self.ctx.error is not None:
             raise self.ctx.error
+        if self.ctx.stop.is_set():
+            raise ZephonError("the pipeline was closed; build a new Pipeline to iterate again")
         if self.pos == 0 or not self.started:
             # A round starts only when every lane in it has a microbatch: ranks yield whole rounds.
             if not all(self._available(lane) for lane in self.lanes[self.pos :]):

@@ -119,16 +119,13 @@ class ReplayCursor:
             )
 
 
-def lane_state(
-    lane: int, resume: ResumePoint, delivered: int, next_local: int, layout: LaneLayout, flush_every: int
-) -> dict[str, Any]:
-    """One lane's checkpoint entry (plain JSON data).
+def lane_state(lane: int, resume: ResumePoint, delivered: int, layout: LaneLayout, flush_every: int) -> dict[str, Any]:
+    """One lane's checkpoint entry (plain JSON data, canonical: the same at the same step of the same run).
 
     Args:
         lane: the lane.
         resume: the resume point of the last microbatch delivered (or the lane's start).
         delivered: microbatches delivered so far.
-        next_local: the next lane-local chunk the feeder would read.
         layout: the lane layout (to name global chunk numbers).
         flush_every: chunks per window (0: one window for the whole run).
     """
@@ -138,5 +135,4 @@ def lane_state(
         "skip": resume.skip,
         "delivered": delivered,
         "replay_from_chunk": layout.chunk(lane, first),
-        "inflight_chunks": [layout.chunk(lane, c) for c in range(first, next_local)],
     }

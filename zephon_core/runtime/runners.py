@@ -7,7 +7,9 @@ That is why switching runners is a pure performance choice.
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+import queue
+import threading
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 from zephon_core.ops.contract import WorkerFn
@@ -59,15 +61,45 @@ class InlineRunner:
 
 
 class _ThreadExecutor:
+    """A pool of daemon threads.
+
+    Not :class:`concurrent.futures.ThreadPoolExecutor`: its threads are joined at interpreter exit,
+    so one hung task (a user function that never returns) would keep the process alive after
+    Ctrl-C. Daemon threads let ``close()`` abandon a hung task and the process exit.
+    """
+
     def __init__(self, fn: WorkerFn, parallelism: int, label: str) -> None:
         self._fn = fn
-        self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix=f"zephon-{label}")
+        self._tasks: queue.SimpleQueue[tuple[Future[Any], Any] | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"zephon-{label}-{i}", daemon=True) for i in range(parallelism)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _serve(self) -> None:
+        while True:
+            item = self._tasks.get()
+            if item is None:
+                return
+            fut, task = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(self._fn(task))
+            except BaseException as exc:  # delivered to the stage like any worker failure
+                fut.set_exception(exc)
 
     def submit(self, task: Any) -> Future[Any]:
-        return self._pool.submit(self._fn, task)
+        fut: Future[Any] = Future()
+        self._tasks.put((fut, task))
+        return fut
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        for _ in self._threads:
+            self._tasks.put(None)
+        for t in self._threads:
+            t.join(timeout=0.5)  # a hung task's thread is abandoned: it is a daemon
 
 
 class ThreadRunner:

@@ -14,14 +14,16 @@ Operators, the fetch stage and the batch stage all run here; what differs is des
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from zephon_core.errors import OperatorError, ZephonError
+from zephon_core.errors import OperatorError, OperatorTimeoutError, ZephonError
 from zephon_core.hashing import mix64
 from zephon_core.ops.contract import Emitted, Lineage, Records, Traits, Work, WorkerFn
 from zephon_core.runtime.context import Context, Stopped
@@ -55,6 +57,7 @@ class Pending:
     msg: Message
     future: Future[Any] | None = None
     work: Work | None = None
+    submitted: float = 0.0
 
 
 class Stage:
@@ -71,9 +74,14 @@ class Stage:
         *,
         new_accumulator: Callable[[int], StageAccumulator],
         describe_samples: Callable[[list[Lineage]], str],
+        runner: str = "",
+        timeout_s: float | None = None,
     ) -> None:
         self.spec = spec
         self.name = spec.name
+        self.runner = runner
+        self.timeout_s = timeout_s
+        self._busy: tuple[float, int, list[Lineage]] | None = None
         self.executor = executor
         self.inbound = inbound
         self.outbound = outbound
@@ -164,7 +172,11 @@ class Stage:
             if isinstance(item, Work):
                 if self.executor is None:
                     raise OperatorError(f"operator {self.name!r} emitted work but declares no worker")
-                self.ctx.put(self.pending, Pending(out, self.executor.submit(item.task), item))
+                now = time.monotonic()
+                self._busy = (now, msg.lane, item.lineage)  # the inline runner runs the task right here
+                fut = self.executor.submit(item.task)
+                self._busy = None
+                self.ctx.put(self.pending, Pending(out, fut, item, now))
             else:
                 self.ctx.put(self.pending, Pending(out.with_body(item)))
 
@@ -172,12 +184,16 @@ class Stage:
     def _emit(self) -> None:
         ctx = self.ctx
         while True:
-            p = ctx.get(self.pending)
+            p = ctx.get(self.pending, self._check_busy)
             msg = p.msg
             if p.work is not None and p.future is not None:
+                # The head of the window is the oldest task not done; its executor started it no
+                # later than now, so its clock starts at the later of submission and now.
+                started = max(p.submitted, time.monotonic())
+                work = p.work
                 try:
-                    result = ctx.result(p.future)
-                except Stopped:
+                    result = ctx.result(p.future, functools.partial(self._check_overdue, started, msg.lane, work.lineage))
+                except (Stopped, OperatorTimeoutError):
                     raise
                 except BaseException as exc:
                     raise self._error("worker", msg.lane, p.work.lineage, exc) from exc
@@ -188,6 +204,25 @@ class Stage:
             ctx.put(self.outbound, msg)
             if msg.kind is Kind.STOP:
                 return
+
+    # -- watchdog ------------------------------------------------------------------------------
+    def _check_busy(self) -> None:
+        """While the emitter waits for work: is a task running inline in the accumulator thread overdue?"""
+        busy = self._busy
+        if busy is not None:
+            self._check_overdue(busy[0], busy[1], busy[2])
+
+    def _check_overdue(self, started: float, lane: int, lineage: list[Lineage]) -> None:
+        limit = self.timeout_s
+        if limit is None or time.monotonic() - started <= limit:
+            return
+        err = OperatorTimeoutError(
+            f"operator {self.name!r} (runner {self.runner or '?'}): a task ran longer than timeout_s={limit:g} on "
+            f"lane {lane}, samples {self.describe_samples(lineage)}; the pipeline stopped (a hung thread is abandoned, "
+            "a hung process is killed). Raise the operator's timeout_s= if its tasks are legitimately this slow."
+        )
+        self.ctx.fail(err)
+        raise err
 
     def _convert(self, msg: Message, result: Any, work: Work) -> Any:
         """Turn a worker's result into the next stage's input (``None``: nothing to forward)."""
