@@ -81,7 +81,7 @@ class Engine:
         self.executors: list[Executor] = []
         self.stages: list[Stage] = []
         queues: list[queue.Queue[Message]] = [queue.Queue(maxsize=queue_depth) for _ in range(len(plans) + 2)]
-        self.mux = Multiplexer(self.lanes, starts, self.ctx, queues[-1])
+        self.mux = Multiplexer(self.lanes, starts, self.ctx, queues[-1], len(self.lanes) * batch.microbatch_size)
         self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux.backlog)
         try:
             for i, plan in enumerate([*plans, batch_plan]):

@@ -22,8 +22,17 @@ from zephon_core.runtime.types import SampleBatch
 class Multiplexer:
     """Reads the terminal stage's queue (in the consumer's thread) and yields whole rounds."""
 
-    def __init__(self, lanes: list[int], starts: Mapping[int, LaneStart], ctx: Context, inbound: queue.Queue[Message]):
+    def __init__(
+        self,
+        lanes: list[int],
+        starts: Mapping[int, LaneStart],
+        ctx: Context,
+        inbound: queue.Queue[Message],
+        round_rows: int = 0,
+    ):
         self.lanes = lanes
+        self.round_rows = round_rows
+        self.fresh = all(starts[lane].delivered == 0 and starts[lane].window == 0 for lane in lanes)
         self.ctx = ctx
         self.inbound = inbound
         self.ready: dict[int, collections.deque[SampleBatch]] = {lane: collections.deque() for lane in lanes}
@@ -63,6 +72,18 @@ class Multiplexer:
             self._pull()
         return True
 
+    def _too_small(self) -> None:
+        """The data ended before one whole round: say so instead of yielding nothing."""
+        ready = sum(len(q) for q in self.ready.values())
+        left = sum(self.leftover.values())
+        empty = [lane for lane in self.lanes if not self.ready[lane]]
+        raise ZephonError(
+            f"the data ended before one whole round: a round needs a microbatch from each of this rank's "
+            f"{len(self.lanes)} lanes ({self.round_rows} rows in all), but lanes {empty} had none "
+            f"({ready} full microbatches and {left} leftover records in all). Use fewer lanes, a smaller "
+            "microbatch_size or more data (or exhaustion='repeat')."
+        )
+
     def __iter__(self) -> Iterator[SampleBatch]:
         return self
 
@@ -77,6 +98,8 @@ class Multiplexer:
             # A round starts only when every lane in it has a microbatch: ranks yield whole rounds.
             if not all(self._available(lane) for lane in self.lanes[self.pos :]):
                 self.finished = True
+                if self.fresh and not self.started:
+                    self._too_small()
                 raise StopIteration
             self.started = True
         lane = self.lanes[self.pos]
