@@ -26,7 +26,9 @@ from zephon_core.runtime.types import SampleBatch
 from zephon_core.work.contract import Pointer, WorkSource, check_work_source, pointer_of, source_info
 from zephon_core.work.ids import CHUNK_BITS, dataset_of, split_sample_id
 from zephon_core.work.lanes import LaneLayout
+from zephon_core.work.prefetch import with_lookahead
 from zephon_core.work.source import check_token_estimates
+from zephon_core.work.steering import LeadGate, effect_chunks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +38,8 @@ class Options:
 
     ``timeout_s`` is the default limit for one task of every step that does not set its own (None:
     no limit); fetch defaults to :data:`~zephon_core.runtime.fetch.FETCH_TIMEOUT_S`.
+    ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
+    read in groups of at most 1/32 of it), so large records do not multiply memory by queue depths.
     """
 
     lanes: int = 1
@@ -45,9 +49,13 @@ class Options:
     flush_every_k_chunks: int = 8
     queue_depth: int = 4
     timeout_s: float | None = None
+    max_inflight_bytes: int | None = 128 * 2**20
 
     def validate(self) -> None:
         check_timeout(self.timeout_s, "option")
+        b = self.max_inflight_bytes
+        if b is not None and (not isinstance(b, int) or isinstance(b, bool) or b < 2**20):
+            raise ConfigError(f"option max_inflight_bytes must be an int >= 1 MiB (or None: no byte bound), got {b!r}")
         if not isinstance(self.queue_depth, int) or isinstance(self.queue_depth, bool) or self.queue_depth < 1:
             raise ConfigError(f"option queue_depth must be an int >= 1, got {self.queue_depth!r}")
         k = self.flush_every_k_chunks
@@ -262,10 +270,36 @@ class Pipeline:
         return dict(self._token_estimates)
 
     def _active_source(self) -> WorkSource:
-        if self._active is None:
+        lanes = self._opts.lanes
+        if self._active is None or getattr(self._active, "num_lanes", lanes) != lanes:
             est = self.calibrate()
-            self._active = self.source if est is None else self.source.with_token_estimates(est)
+            self._active = self._bind_lanes(self.source if est is None else self.source.with_token_estimates(est))
         return self._active
+
+    def _bind_lanes(self, source: WorkSource) -> WorkSource:
+        """A source that deals its draws to lanes (``with_lanes``, e.g. the scheduled mixture) gets this
+        pipeline's lanes; the lanes are in the fingerprint already."""
+        bind = getattr(source, "with_lanes", None)
+        return bind(self._opts.lanes) if callable(bind) else source
+
+    def _feed_source(self, source: WorkSource, layout: LaneLayout) -> WorkSource:
+        """What the feeder reads: ``source`` with reader prefetch, paced by the update lead if steerable."""
+        fed = with_lookahead(source, layout.num_lanes)  # readers prefetch what the next chunks read
+        lead = getattr(source, "update_lead_windows", None)
+        k = self._opts.flush_every_k_chunks
+        if callable(getattr(source, "update_mixture", None)) and isinstance(lead, int) and k:
+            fed = LeadGate(fed, layout, k, lead, self._resume_window, self._stopping)
+        return fed
+
+    def _resume_window(self, lane: int) -> int:
+        """The window ``lane`` resumes from after its last delivered microbatch (the update anchor)."""
+        eng = self._engine
+        if eng is None:
+            return self._starts.get(lane, LaneStart()).window
+        return eng.mux.resume[lane].window
+
+    def _stopping(self) -> bool:
+        return self._closed or (self._engine is not None and self._engine.ctx.stop.is_set())
 
     # -- running --------------------------------------------------------------------------------
     def _executor(self, plan: StagePlan) -> Executor | None:
@@ -309,7 +343,8 @@ class Pipeline:
         view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
         starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
         self._engine = Engine(
-            source,
+            self._feed_source(source, layout),
+            self._fetch,
             plans,
             batch,
             batch_plan,
@@ -320,6 +355,7 @@ class Pipeline:
             self.describe_samples,
             view,
             queue_depth=self._opts.queue_depth,
+            max_inflight_bytes=self._opts.max_inflight_bytes,
         )
         return self._engine
 
@@ -382,7 +418,7 @@ class Pipeline:
             "source": (self._active or self.source).state_dict(),
             "calibration": {"tokens_per_sample": self._token_estimates},
             "multiplexer": {"next_lane": next_lane},
-            "lanes": {str(lane): lane_states[lane] for lane in layout.owned},
+            "lanes": {str(lane): self._with_lane_source(lane, lane_states[lane]) for lane in layout.owned},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -416,22 +452,30 @@ class Pipeline:
             )
         starts = {int(k): LaneStart.from_state(k, v) for k, v in state["lanes"].items()}
         estimates = self._checkpoint_estimates(state)
-        self._check_positions(starts, layout, estimates)
+        probe = self._restored_source(state, estimates)
+        self._check_positions(starts, layout, estimates, probe)
         source_state = dict(state.get("source") or {})
         source_state.pop("tokens_per_sample", None)
         self.source.load_state_dict(source_state)
+        self._load_lane_sources(self.source, state)
         self._starts = starts
         self._token_estimates = estimates
         self._active = None
 
     def _check_positions(
-        self, starts: Mapping[int, LaneStart], layout: LaneLayout, estimates: dict[str, float] | None
+        self,
+        starts: Mapping[int, LaneStart],
+        layout: LaneLayout,
+        estimates: dict[str, float] | None,
+        restored: WorkSource | None = None,
     ) -> None:
         """Every lane's replay window must exist in this source (a window past the end would end the
-        lane at once and silently lose its data)."""
+        lane at once and silently lose its data). ``restored``: the source as the checkpoint leaves it."""
         source = self.source
         if estimates is not None and self.source.mixing_unit == "tokens":
             source = self.source.with_token_estimates(estimates)
+        if restored is not None:
+            source = restored
         k = self._opts.flush_every_k_chunks
         for lane in layout.owned:
             s = starts[lane]
@@ -470,10 +514,74 @@ class Pipeline:
         return [[names[dataset_of(sid)] for sid in lin] for lin in batch.lineage]
 
     def stats(self) -> dict[str, Any]:
-        """Run facts: records left over in partial microbatches per lane when the data ended."""
+        """Run facts: records left over in partial microbatches per lane when the data ended, and which
+        dataset ran out at which draw in this rank's lanes (sources with an ``exhaustion_report``)."""
         eng = self._engine
+        report = getattr(self._active or self.source, "exhaustion_report", None)
         return {
             "leftover_records": dict(eng.leftover) if eng else {},
             "finished": bool(eng and eng.finished),
             "chunks_fed": eng.chunks_fed() if eng else 0,
+            "exhausted": [str(e) for e in report(self._opts.layout().owned)] if callable(report) else [],
         }
+
+    # -- trainer-steered mixtures -------------------------------------------------------------------
+    def update_mixture(self, weights: Mapping[str, float]) -> None:
+        """Change the mixture from now on; call it at the same global step on every rank.
+
+        Each lane applies the weights from the window ``update_lead_windows`` after the one it resumes
+        from (see :mod:`zephon_core.work.steering`): a function of the global step only, so every
+        runner, parallelism and world size sees the same batches. The update is recorded in the
+        checkpoint. Needs a source with ``update_mixture`` (``ScheduledMixtureWorkSource``), a call
+        between rounds (every lane of this rank has delivered as many microbatches), and windows
+        (``flush_every_k_chunks > 0``).
+        """
+        source = self._active_source()
+        update = getattr(source, "update_mixture", None)
+        if not callable(update):
+            raise ConfigError(
+                f"{type(source).__name__} has a fixed mixture; use ScheduledMixtureWorkSource to change the mixture "
+                "during a run (update_mixture)"
+            )
+        k = self._opts.flush_every_k_chunks
+        if not k:
+            raise ConfigError("update_mixture needs windows (flush_every_k_chunks > 0): updates take effect at windows")
+        owned = self._opts.layout().owned
+        if self._engine is not None:
+            states = self._engine.lane_states()
+            windows = {lane: int(states[lane]["window"]) for lane in owned}
+            delivered = {int(states[lane]["delivered"]) for lane in owned}
+        else:
+            windows = {lane: self._starts.get(lane, LaneStart()).window for lane in owned}
+            delivered = {self._starts.get(lane, LaneStart()).delivered for lane in owned}
+        if len(delivered) > 1:
+            raise ConfigError(
+                "update_mixture must be called between rounds (after a whole global step): this rank's lanes have "
+                f"delivered {sorted(delivered)} microbatches"
+            )
+        lead = int(getattr(source, "update_lead_windows", 1))
+        update(weights, effects=effect_chunks(windows, lead, k), step=delivered.pop())
+
+    # -- lane-scoped source state ---------------------------------------------------------------------
+    def _with_lane_source(self, lane: int, entry: dict[str, Any]) -> dict[str, Any]:
+        """A lane's checkpoint entry plus the source's part for that lane (merged by lane across ranks)."""
+        lane_state = getattr(self._active or self.source, "lane_state_dict", None)
+        return dict(entry, source=lane_state(lane)) if callable(lane_state) else entry
+
+    def _load_lane_sources(self, source: WorkSource, state: Mapping[str, Any]) -> None:
+        load = getattr(source, "load_lane_state_dicts", None)
+        if callable(load):
+            load({int(k): v.get("source") or {} for k, v in state["lanes"].items()})
+
+    def _restored_source(self, state: Mapping[str, Any], estimates: dict[str, float] | None) -> WorkSource | None:
+        """A copy of the source as the checkpoint leaves it (validates its state; None: no lane state)."""
+        if not callable(getattr(self.source, "load_lane_state_dicts", None)):
+            return None
+        probe = self._bind_lanes(self.source)
+        source_state = dict(state.get("source") or {})
+        source_state.pop("tokens_per_sample", None)
+        probe.load_state_dict(source_state)
+        self._load_lane_sources(probe, state)
+        if estimates is not None and probe.mixing_unit == "tokens":
+            probe = probe.with_token_estimates(estimates)
+        return probe

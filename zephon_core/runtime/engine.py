@@ -24,6 +24,8 @@ from zephon_core.ops.contract import Lineage
 from zephon_core.runtime.batch import BatchSpec, BatchStage
 from zephon_core.runtime.context import Context
 from zephon_core.runtime.feeder import Feeder
+from zephon_core.runtime.fetch import FetchStage
+from zephon_core.runtime.flow import ByteQueue
 from zephon_core.runtime.messages import Message
 from zephon_core.runtime.multiplexer import Multiplexer
 from zephon_core.runtime.replay import LaneStart, lane_state
@@ -32,6 +34,9 @@ from zephon_core.runtime.stage import Stage, StageSpec
 from zephon_core.runtime.types import SampleBatch
 from zephon_core.work.contract import WorkSource
 from zephon_core.work.lanes import LaneLayout
+
+GROUPS_PER_BUDGET = 32
+"""A fetch read group is at most this fraction of the byte budget, so many fit in flight at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,7 @@ class Engine:
 
     Args:
         source: the (calibrated) work source.
+        fetch: the fetch stage (also the spec of the first plan): its read groups follow the byte budget.
         plans: fetch, then the operators.
         batch: the terminal batch stage, run as ``batch_plan`` says.
         layout: lanes and this rank's share of them.
@@ -58,11 +64,13 @@ class Engine:
         describe_samples: names samples in error messages.
         view: the training view applied by ``SampleBatch.to_training()``.
         queue_depth: items per queue between stages.
+        max_inflight_bytes: the byte budget shared by the queues (None: count items only).
     """
 
     def __init__(
         self,
         source: WorkSource,
+        fetch: FetchStage,
         plans: list[StagePlan],
         batch: BatchSpec,
         batch_plan: StagePlan,
@@ -73,6 +81,7 @@ class Engine:
         describe_samples: Callable[[list[Lineage]], str],
         view: Callable[[dict[str, Any]], dict[str, Any]] | None,
         queue_depth: int = 4,
+        max_inflight_bytes: int | None = None,
     ) -> None:
         self.layout = layout
         self.lanes = layout.owned
@@ -80,9 +89,16 @@ class Engine:
         self.ctx = Context()
         self.executors: list[Executor] = []
         self.stages: list[Stage] = []
-        queues: list[queue.Queue[Message]] = [queue.Queue(maxsize=queue_depth) for _ in range(len(plans) + 2)]
+        n_queues = len(plans) + 2
+        share = None if max_inflight_bytes is None else max(1, max_inflight_bytes // n_queues)
+        queues: list[queue.Queue[Message]] = [ByteQueue(queue_depth, share) for _ in range(n_queues)]
+        fetched = queues[1]  # what the fetch stage (the first plan) puts out
+        fetch.limit_group_bytes(
+            None if max_inflight_bytes is None else max_inflight_bytes // GROUPS_PER_BUDGET,
+            lambda: fetched.bytes_per_record,
+        )
         self.mux = Multiplexer(self.lanes, starts, self.ctx, queues[-1], len(self.lanes) * batch.microbatch_size)
-        self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux.backlog)
+        self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux.backlog, fetch.group_size)
         try:
             for i, plan in enumerate([*plans, batch_plan]):
                 ex = make_executor(plan)
@@ -146,7 +162,7 @@ class Engine:
 
     def chunks_fed(self) -> int:
         """Chunks the feeder has sent into the pipeline so far (for back-pressure checks and metrics)."""
-        return sum(self.feeder.emitted.values())
+        return sum(self.feeder.chunks.values())
 
     def close(self, grace_s: float = 2.0) -> None:
         """Stop every thread and worker; returns within about ``grace_s`` plus the executors' own close.

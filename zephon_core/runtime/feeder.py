@@ -11,15 +11,19 @@ the same whatever the interleaving.
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Callable, Mapping
 
 from zephon_core.errors import ConfigError
 from zephon_core.runtime.context import Context, Stopped
 from zephon_core.runtime.messages import STOP_MESSAGE, Kind, Message
 from zephon_core.runtime.replay import LaneStart
+from zephon_core.work.contract import Chunk, WorkSource
 from zephon_core.work.ids import CHUNK_BITS
 from zephon_core.work.lanes import LaneLayout
-from zephon_core.work.source import WorkSource
+
+LEAD_POLL_S = 0.002
+"""How often a feeder held back by a trainer-steered source's lead looks again."""
 
 MAX_READY_PER_LANE = 2
 """A lane with this many microbatches waiting at the multiplexer is fed only when every lane is."""
@@ -37,6 +41,7 @@ class Feeder:
         ctx: Context,
         out: queue.Queue[Message],
         backlog: Callable[[int], int],
+        group_size: Callable[[int], int] = lambda n: n,
     ) -> None:
         self.source = source
         self.layout = layout
@@ -44,8 +49,10 @@ class Feeder:
         self.ctx = ctx
         self.out = out
         self.backlog = backlog
+        self.group_size = group_size
         self.next_local = {lane: starts[lane].first_chunk(flush_every) for lane in layout.owned}
         self.emitted = {lane: 0 for lane in layout.owned}
+        self.chunks = {lane: 0 for lane in layout.owned}
 
     def window_of(self, local_index: int) -> int:
         """The window a lane-local chunk belongs to."""
@@ -54,6 +61,14 @@ class Feeder:
     def _pick_lane(self, active: list[int], emitted: dict[int, int]) -> int:
         hungry = [lane for lane in active if self.backlog(lane) < MAX_READY_PER_LANE] or active
         return min(hungry, key=lambda lane: (emitted[lane], lane))
+
+    def _feedable(self, active: list[int], parts: Mapping[int, object]) -> list[int]:
+        """The lanes whose next chunk may be computed now: all, unless the source paces the feeder
+        (``may_compute``, see :mod:`zephon_core.work.steering`); a chunk being sent in parts is computed."""
+        may = getattr(self.source, "may_compute", None)
+        if may is None:
+            return active
+        return [lane for lane in active if lane in parts or may(self.layout.chunk(lane, self.next_local[lane]))]
 
     def run(self) -> None:
         """Thread body: feed every lane to its end, then ``STOP``; a failure stops the pipeline."""
@@ -68,23 +83,44 @@ class Feeder:
         ctx, k, out = self.ctx, self.k, self.out
         active = list(self.layout.owned)
         emitted = self.emitted
+        parts: dict[int, tuple[Chunk, int]] = {}  # lane -> (chunk being sent in parts, next offset)
         while active:
-            lane = self._pick_lane(active, emitted)
-            c = self.next_local[lane]
-            g = self.layout.chunk(lane, c)
-            if g >> CHUNK_BITS:
-                raise ConfigError(f"chunk number {g} exceeds 2**{CHUNK_BITS}: use a larger chunk_size")
-            chunk = self.source.chunk(g)
-            window = self.window_of(c)
-            if chunk is None:
-                if not k or c % k:
-                    ctx.put(out, Message(Kind.FLUSH, lane, window))
-                ctx.put(out, Message(Kind.LANE_END, lane, window))
-                active.remove(lane)
+            feedable = self._feedable(active, parts)
+            if not feedable:  # every lane is at its lead (trainer-steered sources): wait for the training loop
+                if ctx.stop.is_set():
+                    raise Stopped
+                time.sleep(LEAD_POLL_S)
                 continue
-            ctx.put(out, Message(Kind.DATA, lane, window, chunk))
-            self.next_local[lane] = c + 1
+            lane = self._pick_lane(feedable, emitted)
+            c = self.next_local[lane]
+            window = self.window_of(c)
+            if lane not in parts:
+                g = self.layout.chunk(lane, c)
+                if g >> CHUNK_BITS:
+                    raise ConfigError(f"chunk number {g} exceeds 2**{CHUNK_BITS}: use a larger chunk_size")
+                chunk = self.source.chunk(g)
+                if chunk is None:
+                    if not k or c % k:
+                        ctx.put(out, Message(Kind.FLUSH, lane, window))
+                    ctx.put(out, Message(Kind.LANE_END, lane, window))
+                    active.remove(lane)
+                    continue
+                parts[lane] = (chunk, 0)
+            chunk, start = parts[lane]
+            stop = min(len(chunk), start + max(1, self.group_size(len(chunk))))
+            ctx.put(
+                out,
+                Message(
+                    Kind.DATA, lane, window, chunk if (start, stop) == (0, len(chunk)) else chunk.part(start, stop)
+                ),
+            )
             emitted[lane] += 1
+            if stop < len(chunk):
+                parts[lane] = (chunk, stop)
+                continue
+            del parts[lane]
+            self.next_local[lane] = c + 1
+            self.chunks[lane] += 1
             if k and (c + 1) % k == 0:
                 ctx.put(out, Message(Kind.FLUSH, lane, window))
         ctx.put(out, STOP_MESSAGE)

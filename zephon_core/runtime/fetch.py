@@ -8,7 +8,7 @@ Its worker groups a chunk's pointers by (dataset, shard) and reads each group wi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +22,10 @@ from zephon_core.work.source import Chunk
 
 
 class FetchAccumulator:
-    """Keys and lineage for each pointer of a chunk; the whole chunk is one work item."""
+    """Keys and lineage for each pointer of a chunk (or part of one); it is read as one work item."""
 
     def push(self, chunk: Chunk) -> list[Emitted]:
-        base = record_key(chunk.number, 0)
+        base = record_key(chunk.number, chunk.offset)
         keys = list(range(base, base + len(chunk)))
         lineage = [((d << DATASET_SHIFT) | k,) for d, k in zip(chunk.dataset.tolist(), keys)]
         return [Work((chunk.dataset, chunk.shard, chunk.index), keys, lineage)]
@@ -74,6 +74,10 @@ def _shard_name(reader: Reader, s: int) -> str:
         return "?"
 
 
+MIN_GROUP = 4
+FIRST_GROUP = 32
+"""The fewest pointers read in one work item, however large the records."""
+
 FETCH_TIMEOUT_S = 300.0
 """Default limit for one chunk's read: storage retries have their own, shorter deadlines; a read that
 takes five minutes is a hung read, not a slow one."""
@@ -93,10 +97,31 @@ class FetchStage:
         self.runner = runner
         self.timeout_s = check_timeout(timeout_s, "fetch")
         self._worker: FetchWorker | None = None
+        self._target_bytes: int | None = None
+        self._bytes_per_record: Callable[[], float] = lambda: 0.0
 
     def bind(self, names: Sequence[str], readers: Sequence[Reader]) -> None:
         """Give the worker the datasets' readers (done when the pipeline starts)."""
         self._worker = FetchWorker(tuple(names), tuple(readers))
+
+    def limit_group_bytes(self, target_bytes: int | None, bytes_per_record: Callable[[], float]) -> None:
+        """Read chunks in groups of about ``target_bytes`` (given the observed bytes per record)."""
+        self._target_bytes = target_bytes
+        self._bytes_per_record = bytes_per_record
+
+    def group_size(self, n: int) -> int:
+        """Pointers per read group (a part of a chunk sent on its own) for a chunk of ``n`` pointers.
+
+        Only how reads are grouped depends on it, never the records, so it may follow the observed
+        record size: large records are read in parts small enough to keep each message a small share
+        of the byte budget, and the feeder interleaves the lanes part by part.
+        """
+        if self._target_bytes is None:
+            return n
+        per = self._bytes_per_record()
+        if per <= 0:  # nothing read yet: start small, in case the records are large
+            return min(n, FIRST_GROUP)
+        return max(MIN_GROUP, min(n, int(self._target_bytes // per)))
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "fetch", "name": "fetch", "config": {}}

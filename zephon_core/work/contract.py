@@ -15,7 +15,7 @@ Implement :class:`WorkSource` (a protocol: any object with these members works) 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
@@ -41,15 +41,26 @@ class Pointer:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Chunk ``number`` of the global sequence: parallel arrays of dataset number, shard and index."""
+    """Chunk ``number`` of the global sequence: parallel arrays of dataset number, shard and index.
+
+    ``offset`` is the position of the first pointer within the chunk: a part of a chunk (see
+    :meth:`part`) keeps the identity of its pointers.
+    """
 
     number: int
     dataset: np.ndarray
     shard: np.ndarray
     index: np.ndarray
+    offset: int = 0
 
     def __len__(self) -> int:
         return len(self.index)
+
+    def part(self, start: int, stop: int) -> Chunk:
+        """Pointers ``[start, stop)`` of this chunk, as a chunk that knows where they sit."""
+        return Chunk(
+            self.number, self.dataset[start:stop], self.shard[start:stop], self.index[start:stop], self.offset + start
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +197,27 @@ class BaseWorkSource:
     def pointer(self, sid: int) -> Pointer:
         """The pointer behind a sample id found in a batch's lineage."""
         return pointer_of(self, sid)
+
+    def shards_for(self, chunks: Iterable[int]) -> dict[str, list[int]]:
+        """The shards, per dataset name, that these chunks read (see :func:`shards_for`)."""
+        return shards_for(self, chunks)
+
+
+def shards_for(source: WorkSource, chunks: Iterable[int]) -> dict[str, list[int]]:
+    """Which shards of which dataset the chunks numbered ``chunks`` need, sorted per dataset name.
+
+    A pure function of the chunk numbers (chunks are), so a reader that caches remote files can
+    prefetch exactly the files the next chunks will read instead of "the next N files by index",
+    which a cross-shard shuffle makes useless. Chunks past the end of the data need nothing.
+    """
+    need: dict[int, set[int]] = {}
+    for g in chunks:
+        ch = source.chunk(g)
+        if ch is None:
+            continue
+        for d, s in set(zip(ch.dataset.tolist(), ch.shard.tolist())):
+            need.setdefault(d, set()).add(s)
+    return {source.datasets[d].name: sorted(need[d]) for d in sorted(need)}
 
 
 def pointer_of(source: WorkSource, sid: int) -> Pointer:

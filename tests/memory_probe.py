@@ -1,0 +1,41 @@
+"""Run a pipeline of 1 MiB records at default settings and print the peak RSS (MiB): ``python -m tests.memory_probe``."""
+
+from __future__ import annotations
+
+import resource
+import sys
+from typing import Any
+
+import numpy as np
+
+from zephon_core import Dataset, Pipeline, Reader, ShardInfo, StaticMixtureWorkSource
+
+
+class MebibyteRecords(Reader):
+    """16 shards of 256 records of 1 MiB each, made on the fly (4 GiB of data, none of it held)."""
+
+    format = "mebibytes"
+
+    def shards(self) -> list[ShardInfo]:
+        return [ShardInfo(f"s{i}", 256) for i in range(16)]
+
+    def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
+        return [{"x": np.full(1 << 20, (shard * 7 + i) % 251, dtype=np.uint8)} for i in indices.tolist()]
+
+
+def identity(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload
+
+
+def main(batches: int, options: dict[str, Any]) -> None:
+    ws = StaticMixtureWorkSource([Dataset("big", MebibyteRecords())], seed=0)
+    p = Pipeline(ws).map_transform(identity, parallelism=2).batch(8).options(lanes=4, **options)
+    with p:
+        for i, _ in enumerate(p):
+            if i >= batches:
+                break
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), {"max_inflight_bytes": None} if "--unbounded" in sys.argv else {})

@@ -1,0 +1,36 @@
+"""Memory is bounded in bytes: a pipeline of 1 MiB records stays under 512 MB RSS at default settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zephon_core import ConfigError, Dataset, Pipeline, StaticMixtureWorkSource
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _peak_mib(*args: str) -> int:
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.memory_probe", "300", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return int(out.stdout.split()[-1])
+
+
+@pytest.mark.slow
+def test_one_mebibyte_records_stay_under_512_mb_at_defaults():
+    bounded = _peak_mib()
+    unbounded = _peak_mib("--unbounded")
+    print(f"\npeak RSS with 1 MiB records: {bounded} MiB at defaults, {unbounded} MiB with no byte bound")
+    assert bounded < 512
+    assert unbounded > bounded  # the bound is what keeps it small
+
+
+def test_the_byte_budget_is_validated():
+    ds = Dataset.from_records("n", [{"i": i} for i in range(10)], 5)
+    with pytest.raises(ConfigError, match="max_inflight_bytes"):
+        Pipeline(StaticMixtureWorkSource([ds])).options(max_inflight_bytes=100)
