@@ -42,3 +42,19 @@ def hang_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
         while True:
             time.sleep(0.05)
     return payload
+
+
+class FailingShardReader:
+    """Builds a memory reader whose shard 1 cannot be read (module level: picklable for processes)."""
+
+    @staticmethod
+    def make() -> Any:
+        from zephon_core.work.readers import MemoryReader
+
+        class _Reader(MemoryReader):
+            def read(self, shard: int, indices: Any) -> list[dict[str, Any]]:
+                if shard == 1:
+                    raise OSError("disk says no")
+                return super().read(shard, indices)
+
+        return _Reader([{"i": i} for i in range(40)], 10)

@@ -17,6 +17,7 @@ from zephon_core import (
     OperatorError,
     Pipeline,
     PluginError,
+    ReaderError,
     StaticMixtureWorkSource,
     WorkerCrashedError,
 )
@@ -164,3 +165,15 @@ def test_checkpoint_missing_lanes_and_malformed():
         iter(p2)
         p2.load_state_dict(state)
     p2.close()
+
+
+def test_a_fetch_error_names_samples_of_the_failing_shard_only():
+    ds = Dataset("broken", helpers.FailingShardReader.make())
+    ws = StaticMixtureWorkSource([ds], chunk_size=20, shuffle=False)  # chunk 0 spans shards 0 and 1
+    with Pipeline(ws).batch(4).options(runner="threads") as p, pytest.raises(OperatorError) as err:
+        list(p)
+    assert isinstance(err.value.__cause__, ReaderError)
+    msg = str(err.value)
+    assert "shard 1 (memory-00001): OSError: disk says no" in msg
+    assert "samples broken[shard 1 (memory-00001), index 0]" in msg, msg
+    assert "shard 0 (memory-00000)" not in msg

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 
 class ZephonError(Exception):
-    """Base class of every error Zephon raises on purpose."""
+    """Base class of every error Zephon raises on purpose.
+
+    Attributes:
+        index: set by a worker when the error concerns one item of its task (the position of that
+            item), so the stage can name exactly the sample at fault.
+    """
+
+    index: int | None = None
 
 
 class ConfigError(ZephonError, ValueError):

@@ -52,12 +52,15 @@ class FetchWorker:
             reader = self.readers[d]
             try:
                 rows = reader.read(s, index[pos])
-            except ZephonError:
+            except ZephonError as exc:
+                exc.index = int(pos[0])
                 raise
             except Exception as exc:
-                raise ReaderError(
+                err = ReaderError(
                     f"dataset {self.names[d]!r}, shard {s} ({_shard_name(reader, s)}): {type(exc).__name__}: {exc}"
-                ) from exc
+                )
+                err.index = int(pos[0])
+                raise err from exc
             if len(rows) != len(pos):
                 raise ReaderError(
                     f"dataset {self.names[d]!r}, shard {s}: reader returned {len(rows)} samples for {len(pos)} indices"
