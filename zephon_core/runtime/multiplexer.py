@@ -58,7 +58,10 @@ class Multiplexer:
         try:
             msg = self.ctx.get(self.inbound)
         except Stopped:
-            raise self.ctx.error or ZephonError("pipeline was closed") from None
+            err = self.ctx.error
+            if err is None:
+                raise ZephonError("the pipeline was closed") from None
+            raise err from err.__cause__  # keep the failure's own cause, not the shutdown signal
         if msg.kind is Kind.DATA:
             self.ready[msg.lane].append(msg.body)
         elif msg.kind is Kind.LANE_END:
