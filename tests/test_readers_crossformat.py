@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.corpus import documents
-from tests.readerkit import split
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
 from zephon_core.conformance.harness import run_global
+from zephon_core.testing.corpus import documents
+from zephon_core.testing.readers import split
 
 pytestmark = pytest.mark.timeout(180)
 SIZES = [3000, 3000]

@@ -15,12 +15,31 @@ Public names (plugins import only these):
 * :class:`ByteLRU` — a thread-safe LRU bounded by bytes and entries for decoded state.
 * :func:`default_cache_dir`, :func:`default_cache_bytes`, :func:`parse_bytes` — configuration from
   options and the ``ZEPHON_CACHE_DIR`` / ``ZEPHON_CACHE_BYTES`` environment variables.
+
+Reader base classes (a plugin writes only what its format needs):
+
+* :class:`StorageReader` — options (:data:`STORAGE_OPTIONS`, :func:`storage_kwargs`: an unknown
+  option is a ``ConfigError`` naming the reader and the valid options), the :class:`Storage` root,
+  pickling to configuration with per-process state rebuilt in each worker.
+* :class:`FileReader` — one shard per data file: listing held to the manifest, open-file LRU,
+  prefetching, ``zephon index`` manifests; :class:`DataFiles` recognises data files by suffix and
+  detects a dataset; :func:`in_request_order` hands rows back in request order.
+* :class:`LayoutReader` — datasets described by one ``index.json`` (:data:`INDEX_FILE`):
+  :func:`detect_index`, :func:`parse_index_json`, :func:`index_path`, :func:`check_sample_indices`.
 """
 
 from __future__ import annotations
 
 from zephon_core.storage.cache import CachedFile, ShardCache, cache_key
 from zephon_core.storage.config import DEFAULT_CACHE_BYTES, default_cache_bytes, default_cache_dir, parse_bytes
+from zephon_core.storage.layout import (
+    INDEX_FILE,
+    LayoutReader,
+    check_sample_indices,
+    detect_index,
+    index_path,
+    parse_index_json,
+)
 from zephon_core.storage.location import FileInfo, LocalFile, Storage
 from zephon_core.storage.lru import ByteLRU
 from zephon_core.storage.manifest import (
@@ -32,49 +51,52 @@ from zephon_core.storage.manifest import (
     write_manifest,
 )
 from zephon_core.storage.mapped import MappedFiles
-from zephon_core.storage.retry import call_with_retry, describe_error, is_permanent_error
-
-STORAGE_OPTIONS = (
-    "storage_options",
-    "cache_dir",
-    "cache_bytes",
-    "retries",
-    "backoff",
-    "prefetch_workers",
-    "lock_timeout",
+from zephon_core.storage.readers import (
+    STORAGE_OPTIONS,
+    DataFiles,
+    FileReader,
+    StorageReader,
+    in_request_order,
+    is_private_path,
+    split_storage_options,
+    storage_kwargs,
 )
-"""Reader options that configure :class:`Storage`; readers pass these through unchanged."""
-
-
-def split_storage_options(options: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
-    """Split reader options into (storage options, the reader's own options)."""
-    storage = {k: v for k, v in options.items() if k in STORAGE_OPTIONS}
-    rest = {k: v for k, v in options.items() if k not in STORAGE_OPTIONS}
-    return storage, rest
-
+from zephon_core.storage.retry import call_with_retry, describe_error, is_permanent_error
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
+    "INDEX_FILE",
     "ByteLRU",
     "MappedFiles",
     "MANIFEST",
     "STORAGE_OPTIONS",
     "CachedFile",
+    "DataFiles",
     "FileInfo",
+    "FileReader",
+    "LayoutReader",
     "LocalFile",
     "ManifestEntry",
     "ShardCache",
     "Storage",
+    "StorageReader",
     "cache_key",
     "call_with_retry",
     "check_listing",
+    "check_sample_indices",
     "default_cache_bytes",
     "default_cache_dir",
     "describe_error",
+    "detect_index",
+    "in_request_order",
+    "index_path",
     "is_permanent_error",
+    "is_private_path",
     "list_data_files",
     "parse_bytes",
+    "parse_index_json",
     "read_manifest",
     "split_storage_options",
+    "storage_kwargs",
     "write_manifest",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,12 +24,9 @@ os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:  # the repository runs pytest with --import-mode=importlib
-    sys.path.insert(0, _HERE)
+from zephon_ray import testing as ray_helpers
 
-import ray_helpers  # noqa: E402
-
+_HERE = Path(__file__).resolve().parent
 
 def _short_temp_root() -> str:
     """A temp folder short enough for Ray's Unix socket paths (at most 107 bytes in all)."""
@@ -103,7 +99,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     # In a whole-repository run, stop Ray after this folder's last test rather than at the end of
     # the session, so the packages tested after this one never share a process with a live Ray.
-    if nextitem is None or Path(_HERE) not in Path(str(nextitem.path)).parents:
+    if nextitem is None or _HERE not in Path(str(nextitem.path)).parents:
         _stop()
 
 

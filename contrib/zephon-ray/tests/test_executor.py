@@ -10,8 +10,8 @@ from concurrent.futures import wait
 
 import psutil
 import pytest
-import ray_helpers
 from zephon_ray import RayRunner, RayWorkerError
+from zephon_ray import testing as ray_helpers
 
 from zephon_core import ConfigError, OperatorError, WorkerCrashedError
 from zephon_core.ops.contract import ItemFailure, apply_each
@@ -144,9 +144,10 @@ def test_actor_killed_from_outside_fails_its_task_quickly():
         ex.close()
 
 
-def test_function_that_workers_cannot_import_is_a_config_error(tmp_path):
+def test_function_that_workers_cannot_import_is_a_config_error(tmp_path, monkeypatch):
+    """A module only the driver can import (the test's subject: it is on the driver's path, not the workers')."""
     (tmp_path / "driver_only_module.py").write_text("def ident(xs):\n    return xs\n")
-    sys.path.insert(0, str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))
     try:
         import driver_only_module
 
@@ -159,7 +160,6 @@ def test_function_that_workers_cannot_import_is_a_config_error(tmp_path):
         finally:
             ex.close()
     finally:
-        sys.path.remove(str(tmp_path))
         sys.modules.pop("driver_only_module", None)
 
 

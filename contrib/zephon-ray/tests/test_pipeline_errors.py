@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-import ray_helpers
+from zephon_ray import testing as ray_helpers
 
 from zephon_core import ConfigError, OperatorError, Pipeline, WorkerCrashedError
 

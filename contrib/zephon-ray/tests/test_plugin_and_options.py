@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-import ray_helpers
 from zephon_ray import RayRunner, configure, ray_runner_plugin
+from zephon_ray import testing as ray_helpers
 from zephon_ray.connect import init_kwargs
 from zephon_ray.options import RayOptions, from_environment, resolve
 

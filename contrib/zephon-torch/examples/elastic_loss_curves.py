@@ -12,7 +12,7 @@ undo DDP's gradient averaging (exact: the world sizes are powers of two). So a s
 does not depend on the number of ranks, up to the order of floating-point sums in gradient
 accumulation and the gloo all-reduce. Any larger difference after the resume is the data.
 
-Run from the repository root (it reads the shared offline corpus ``tests/corpus.py``)::
+Run from the repository root (it reads the shared offline corpus, :mod:`zephon_core.testing.corpus`)::
 
     python contrib/zephon-torch/examples/elastic_loss_curves.py --out /tmp/elastic
 
@@ -25,11 +25,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib.util
 import json
 import math
 import os
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,18 +38,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from torch.nn.parallel import DistributedDataParallel as DDP
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 from report import write_report
 from standard_loader import PackedRows, materialise, standard_steps
 from tiny_lm import TinyLM, TinyLMConfig, summed_token_loss
+from torch.nn.parallel import DistributedDataParallel as DDP
 from zephon_torch import ZephonLoader, load_checkpoint, save_checkpoint
 
 from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,15 +83,10 @@ class Experiment:
 
 
 def corpus_documents(limit: int | None) -> list[dict[str, Any]]:
-    """The repository's shared offline corpus (Shakespeare paragraphs), loaded by path."""
-    path = REPO / "tests" / "corpus.py"
-    if not path.is_file():
-        raise SystemExit(f"{path} not found: run this example from a checkout of the Zephon repository")
-    spec = importlib.util.spec_from_file_location("zephon_example_corpus", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.documents(limit=limit)
+    """The shared offline corpus (Shakespeare paragraphs) that the repository's tests read too."""
+    from zephon_core.testing.corpus import documents
+
+    return documents(limit=limit)
 
 
 def build_pipeline(exp: Experiment) -> Pipeline:

@@ -15,7 +15,7 @@ import torch
 from torch.distributed.checkpoint.stateful import Stateful
 from zephon_torch import GlobalStep, ZephonLoader, to_tensors
 from zephon_torch.tensors import accelerator_available
-from zt_common import LANES, MICROBATCH, build
+from zephon_torch.testing.text import LANES, MICROBATCH, build
 
 from zephon_core import CheckpointError, ConfigError, merge_checkpoints
 from zephon_core.conformance.harness import run_global

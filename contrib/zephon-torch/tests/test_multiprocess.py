@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 import torch.distributed as dist
-from zt_common import LANES, MICROBATCH, build
-from zt_launch import check_ok, launch
+from zephon_torch.testing.ranks import check_ok, launch
+from zephon_torch.testing.text import LANES, MICROBATCH, build
 
 from zephon_core.conformance.harness import run_global
 

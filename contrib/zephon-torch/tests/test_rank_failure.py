@@ -14,9 +14,9 @@ import signal
 
 import pytest
 import torch.distributed as dist
-from zt_common import LANES, build
-from zt_launch import check_ok, launch
-from zt_rank_main import EXIT_RANK_FAILURE
+from zephon_torch.testing.rank import EXIT_RANK_FAILURE
+from zephon_torch.testing.ranks import check_ok, launch
+from zephon_torch.testing.text import LANES, build
 
 from zephon_core.conformance.harness import run_global
 

@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-PACKAGE = ROOT / "contrib" / "zephon-torch"
+from zephon_core.testing.isolated import install_alone, installed, repository_root, run_script
 
 SCRIPT = r"""
 import os, sys, tempfile
@@ -53,12 +49,6 @@ print("ALONE OK")
 """
 
 
-def _run(cmd: list[str], timeout: float, cwd: Path | None = None) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.skipif(
@@ -66,18 +56,13 @@ def _run(cmd: list[str], timeout: float, cwd: Path | None = None) -> str:
     reason="installs torch (~1 GB, 1-2 min) into a fresh venv; set ZEPHON_TEST_ALONE=1 to run it",
 )
 def test_installed_alone(tmp_path):
-    venv = tmp_path / "venv"
+    root = repository_root()
+    constraints = root / ".ci" / "constraints.txt" if root is not None else None
     try:
-        _run([sys.executable, "-m", "venv", str(venv)], 120)
-        python = str(venv / "bin" / "python")
-        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        _run([*pip, str(ROOT)], 300)
-        _run([*pip, "-c", str(ROOT / ".ci" / "constraints.txt"), str(PACKAGE)], 400)
-        freeze = _run([python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"], 60)
-        dists = {line.split("==")[0].lower() for line in freeze.splitlines() if "==" in line}
+        python = install_alone("zephon-torch", tmp_path, constraints=constraints)
+        dists = installed(python)
         assert {"zephon-torch", "zephon-core", "torch", "numpy"} <= dists
         assert not dists & {"zephon-tokenize", "zephon-pack", "matplotlib", "tokenizers"}, dists
-        (tmp_path / "check_alone.py").write_text(SCRIPT)
-        assert "ALONE OK" in _run([python, str(tmp_path / "check_alone.py")], 180, cwd=tmp_path)
+        assert "ALONE OK" in run_script(python, SCRIPT, tmp_path, timeout=180)
     finally:
-        shutil.rmtree(venv, ignore_errors=True)  # about 1 GB, mostly torch
+        shutil.rmtree(tmp_path / "venv", ignore_errors=True)  # about 1 GB, mostly torch

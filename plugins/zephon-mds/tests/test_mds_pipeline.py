@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource, hash_global_batch
+from zephon_core.testing.readers import run_explained
 
 
 class _Fields:
@@ -19,13 +20,7 @@ class _Fields:
 def _run(ds: Dataset, *, runner: str = "threads", lanes: int = 2) -> tuple[list[str], list]:
     ws = StaticMixtureWorkSource([ds], chunk_size=16, seed=5)
     pipe = Pipeline(ws).fetch(parallelism=2, runner=runner).map_transform(_Fields()).batch(8).options(lanes=lanes)
-    hashes, rows = [], []
-    with pipe:
-        for batch in pipe:
-            hashes.append(hash_global_batch([batch]))
-            for r, (pointer,) in enumerate(pipe.explain(batch)):
-                rows.append((pointer, {k: batch.data[k][r] for k in batch.data}))
-    return hashes, rows
+    return run_explained(pipe)
 
 
 def test_pipeline_delivers_every_sample_once(data_dir, expected, tagger):

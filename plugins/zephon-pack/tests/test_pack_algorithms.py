@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pack_helpers import STRIDE, check_rows, collect, documents, source
-from zephon_pack import PackSequences
+from zephon_pack import PackSequences, segment_spans
 from zephon_pack.assemble import PackWorker
 
 from zephon_core import ConfigError, Pipeline, Records, Work
 from zephon_core.conformance.harness import run_global
+from zephon_core.testing.packing import TOKEN_STRIDE, check_packed_rows, collect, token_documents, token_source
 
 VARIANTS = [("wrap", None), ("first_fit", False), ("first_fit", True), ("best_fit", False), ("best_fit", True)]
 TARGET = 512
@@ -17,7 +17,7 @@ TARGET = 512
 
 @pytest.fixture(scope="module")
 def docs():
-    return documents(1500, seed=1)
+    return token_documents(1500, seed=1)
 
 
 def _rows(batches):
@@ -27,7 +27,7 @@ def _rows(batches):
 @pytest.mark.parametrize(("algorithm", "allow_split"), VARIANTS)
 def test_every_token_exactly_once_in_order(docs, algorithm, allow_split):
     pipe = (
-        Pipeline(source(docs))
+        Pipeline(token_source(docs))
         .pack_sequences(
             target_length=TARGET, algorithm=algorithm, num_open_bins=8, allow_split=allow_split, parallelism=2
         )
@@ -36,7 +36,7 @@ def test_every_token_exactly_once_in_order(docs, algorithm, allow_split):
     )
     batches = collect(pipe)
     rows = _rows(batches)
-    check_rows(rows, docs, TARGET, whole=algorithm != "wrap" and not allow_split)
+    check_packed_rows(rows, docs, TARGET, whole=algorithm != "wrap" and not allow_split)
 
     # lineage: one entry per segment, naming the document the segment's tokens came from
     for b in batches:
@@ -46,7 +46,7 @@ def test_every_token_exactly_once_in_order(docs, algorithm, allow_split):
         assert len(pointers) == int(segs.max()) + 1
         for j, ptr in enumerate(pointers):
             doc = ptr.shard * 300 + ptr.index
-            assert int(ids[np.argmax(segs == j)]) // STRIDE == doc
+            assert int(ids[np.argmax(segs == j)]) // TOKEN_STRIDE == doc
     # empty documents are dropped with a tombstone, not lost
     dropped = {
         ptr.shard * 300 + ptr.index for b in batches for lin in b.dropped for ptr in map(pipe.source.pointer, lin)
@@ -108,7 +108,7 @@ def test_flush_emits_everything_and_long_documents_fill_whole_rows(algorithm, al
 def test_same_rows_on_every_runner_and_world_size(docs):
     def build(parallelism):
         return (
-            Pipeline(source(docs[:600]))
+            Pipeline(token_source(docs[:600]))
             .pack_sequences(target_length=256, algorithm="best_fit", parallelism=parallelism)
             .batch(microbatch_size=4)
         )
@@ -141,3 +141,23 @@ def test_missing_field_names_the_field():
     acc = PackSequences(8).new_accumulator(0)
     with pytest.raises(ConfigError, match="no field 'input_ids'"):
         acc.push(Records([{"text": "x"}], [1], [(1,)]))
+
+
+@pytest.mark.parametrize(("algorithm", "allow_split"), [("wrap", None), ("first_fit", True)])
+def test_rows_name_every_document_and_a_split_document_in_each_row(algorithm, allow_split):
+    op = PackSequences(10, algorithm, num_open_bins=1, allow_split=allow_split)
+    acc = op.new_accumulator(0)
+    out = _push(acc, [4, 15, 3]) + acc.flush()
+    rows = [r for item in out for r in op.worker()(item.task)]
+    lineage = [lin for item in out for lin in item.lineage]
+    spans = [segment_spans(r["document_ids"], lin) for r, lin in zip(rows, lineage)]
+    if algorithm == "wrap":  # 4 | 15 | 3 tokens cut every 10: document 1 spans rows 0 and 1
+        assert lineage == [(0, 1), (1, 2), (2,)]
+        assert spans == [[(0, 0, 4), (1, 4, 10)], [(1, 0, 9), (2, 9, 10)], [(2, 0, 2)]]
+    else:  # one bin: document 1 first fills a row alone, its tail joins document 0, document 2 tops it up
+        assert lineage == [(1,), (0, 1, 2), (2,)]
+        assert spans == [[(1, 0, 10)], [(0, 0, 4), (1, 4, 9), (2, 9, 10)], [(2, 0, 2)]]
+    for sp, r in zip(spans, rows):
+        assert sum(b - a for _, a, b in sp) == 10 - int(r["num_padding"])
+    with pytest.raises(ValueError, match="segments"):
+        segment_spans(rows[0]["document_ids"], (*lineage[0], 7))

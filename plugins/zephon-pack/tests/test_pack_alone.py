@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from zephon_core.testing.isolated import check_alone
 
 SCRIPT = r"""
 import sys
@@ -31,11 +28,4 @@ print("ALONE OK")
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_installed_alone(tmp_path):
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    isolated = pytest.importorskip("tests.isolated", reason="runs inside the zephon repository only")
-    python = isolated.install_alone("zephon-pack", tmp_path)
-    dists = isolated.installed(python)
-    assert {"zephon-pack", "zephon-core", "numpy"} <= dists, dists
-    assert not dists & {"tokenizers", "zephon-tokenize", "torch"}, dists
-    assert "ALONE OK" in isolated.run_script(python, SCRIPT, tmp_path)
+    check_alone("zephon-pack", tmp_path, SCRIPT, present={"numpy"}, absent={"tokenizers", "zephon-tokenize", "torch"})

@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 
 import pytest
-from pack_helpers import documents
 from zephon_pack import PackSequences
 
 from zephon_core.conformance import OperatorConformance
+from zephon_core.testing.packing import token_documents
 
 
 class PackConformance(OperatorConformance):
@@ -24,7 +24,7 @@ class PackConformance(OperatorConformance):
 
     @pytest.fixture
     def sample_records(self):
-        return documents(480, seed=7, mean=40, longest=400)  # token arrays, as tokenize would give
+        return token_documents(480, seed=7, mean=40, longest=400)  # token arrays, as tokenize would give
 
 
 class TestWrapConformance(PackConformance):

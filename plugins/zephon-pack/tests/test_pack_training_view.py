@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from pack_helpers import collect, documents, source
 from zephon_pack import PackedTrainingView, varlen_cu_seqlens
 from zephon_pack.assemble import PackWorker
 
 from zephon_core import Pipeline
+from zephon_core.testing.packing import collect, token_documents, token_source
 
 L = 12
 
@@ -47,8 +47,8 @@ def test_cu_seqlens_fixed_shape_and_varlen_form():
 
 
 def test_to_training_shapes_through_a_pipeline():
-    docs = documents(400, seed=2, mean=60)
-    pipe = Pipeline(source(docs)).pack_sequences(target_length=128, algorithm="first_fit").batch(microbatch_size=4)
+    docs = token_documents(400, seed=2, mean=60)
+    pipe = Pipeline(token_source(docs)).pack_sequences(target_length=128, algorithm="first_fit").batch(microbatch_size=4)
     batches = collect(pipe)
     assert batches
     for b in batches:

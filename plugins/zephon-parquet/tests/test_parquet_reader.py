@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-if str(ROOT) not in sys.path:  # the shared corpus and helpers live in the repository's tests package
-    sys.path.insert(0, str(ROOT))
-
-from tests.corpus import documents  # noqa: E402
-from tests.readerkit import check_pipeline, check_reader, pipeline, split  # noqa: E402
-from zephon_core import Dataset  # noqa: E402
+from zephon_core import Dataset
+from zephon_core.testing.corpus import documents
+from zephon_core.testing.readers import check_fetch_runners, check_reader, split
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -80,15 +73,7 @@ def test_pipeline_threads_and_processes(corpus_dir):
     root, shards = corpus_dir
     a = Dataset.from_path("a", str(root / "part-0.parquet"))
     b = Dataset.from_path("b", str(root))
-    table = {"a": [shards[0]], "b": [shards[2], shards[0], shards[1]]}
-
-    def lookup(name: str, shard: int, index: int) -> dict:
-        return table[name][shard][index]
-
-    hashes, rows = check_pipeline(pipeline([a, b], runner="threads", parallelism=2), lookup)
-    assert rows >= 9900
-    hashes_p, _ = check_pipeline(pipeline([a, b], runner="processes", parallelism=2), lookup)
-    assert hashes_p == hashes
+    assert check_fetch_runners([(a, [shards[0]]), (b, [shards[2], shards[0], shards[1]])]) >= 9900  # same batches from threads and processes
 
 
 def test_cli_index(corpus_dir, capsys):
@@ -102,7 +87,7 @@ def test_cli_index(corpus_dir, capsys):
 
 def test_s3_dataset_with_prefetch(corpus_dir, tmp_path):
     pytest.importorskip("moto.server")
-    from tests.s3server import moto_s3
+    from zephon_core.testing.s3 import moto_s3
 
     root, shards = corpus_dir
     with moto_s3("parquet-tests") as s3:

@@ -15,10 +15,10 @@ import functools
 import itertools
 
 import pytest
-from corpus_text import two_sources
 
 from zephon_core import Pipeline, StaticMixtureWorkSource
 from zephon_core.conformance.harness import run_global
+from zephon_core.testing.corpus import english_and_technical
 
 pytest.importorskip("zephon_pack")
 
@@ -28,7 +28,7 @@ STEPS = 6
 
 
 def build(parallelism: int, *, source: StaticMixtureWorkSource | None) -> Pipeline:
-    ws = source if source is not None else two_sources()  # None: every rank calibrates its own source
+    ws = source if source is not None else english_and_technical()  # None: every rank calibrates its own source
     return (
         Pipeline(ws)
         .fetch(runner="threads")  # the kernel's own stages are covered by the kernel's matrix
@@ -41,7 +41,7 @@ def build(parallelism: int, *, source: StaticMixtureWorkSource | None) -> Pipeli
 
 @pytest.fixture(scope="module")
 def shared():
-    return functools.partial(build, source=two_sources())
+    return functools.partial(build, source=english_and_technical())
 
 
 @pytest.fixture(scope="module")

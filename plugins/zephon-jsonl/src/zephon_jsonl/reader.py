@@ -1,6 +1,6 @@
 """``JsonlReader``: JSON Lines shards (one file each) read by byte offset, one ``pread`` per sample.
 
-Each file gets a :mod:`~zephon_jsonl.index` built once and kept beside the data (``<file>.zidx``)
+Each file gets a :mod:`~zephon_jsonl.zidx` index built once and kept beside the data (``<file>.zidx``)
 when that folder is writable, else in ``<cache_dir>/index/``. For remote data an index uploaded
 beside the objects (``zephon index s3://…``) is downloaded instead of rebuilt. Compressed files
 (``.gz``, ``.zst``) are decompressed once per node into the shard cache and indexed by their
@@ -13,33 +13,32 @@ import json
 import os
 import threading
 import zlib
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
+from zephon_core import ReaderError, ShardInfo
 from zephon_core.storage import (
     FileInfo,
+    FileReader,
     LocalFile,
     ManifestEntry,
-    Storage,
     cache_key,
     call_with_retry,
     check_listing,
+    in_request_order,
     read_manifest,
-    split_storage_options,
 )
-from zephon_jsonl import index as zidx
+from zephon_jsonl import zidx
 from zephon_jsonl.compression import decompress
-from zephon_jsonl.detect import compression_of, is_data_file
+from zephon_jsonl.detect import FILES, compression_of
 
 _RAW_DECODE = json.JSONDecoder().raw_decode
 """``json.loads`` minus its per-call encoding detection and whitespace regexes (hot path)."""
 
 
-class JsonlReader(Reader):
+class JsonlReader(FileReader):
     """Reads a folder (or one file) of JSON Lines files; each line is one sample (a JSON object).
 
     Args:
@@ -53,10 +52,12 @@ class JsonlReader(Reader):
         open_files: most data files kept open at once per reader.
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, …).
+            ``cache_bytes``, ``retries``, …); any other name is a ``ConfigError``.
     """
 
     format = "jsonl"
+    data_files = FILES
+    _RUNTIME = ("_indexes",)
 
     def __init__(
         self,
@@ -71,63 +72,40 @@ class JsonlReader(Reader):
         manifest: bool = True,
         **storage: Any,
     ) -> None:
-        storage_kw, unknown = split_storage_options(storage)
-        if unknown:
-            raise TypeError(f"unknown option(s) {sorted(unknown)}")
-        if fields is not None and (isinstance(fields, str) or not all(isinstance(f, str) for f in fields)):
-            raise ConfigError(f"jsonl: fields must be a list of names, got {fields!r}")
-        self.path = path
-        self.fields = tuple(fields) if fields is not None else None
+        super().__init__(path, prefetch=prefetch, open_files=open_files, manifest=manifest, storage=storage)
+        names = self._names(fields, "fields")
+        self.fields = tuple(names) if names is not None else None
         self.verify = bool(verify)
         self.rebuild_stale = bool(rebuild_stale)
         self.index_dir = index_dir
-        self.prefetch_ahead = int(prefetch)
-        self.open_files = max(1, int(open_files))
-        self.use_manifest = bool(manifest)
-        self._manifest: dict[str, ManifestEntry] | None = None
-        self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
-        self._files: list[FileInfo] | None = None
         self._remote_indexes: set[str] = set()
         self.built_indexes = 0
         self._init_runtime()
 
     def _init_runtime(self) -> None:
+        super()._init_runtime()
         self._indexes: dict[int, zidx.LineIndex] = {}
-        self._open: OrderedDict[int, tuple[int, LocalFile]] = OrderedDict()
-        self._lock = threading.RLock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for k in ("_indexes", "_open", "_lock"):
-            state.pop(k)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
 
     # -- listing ------------------------------------------------------------------------------------
-    def files(self) -> list[FileInfo]:
-        """The data files, sorted by relative path (listed once, then fixed for this reader)."""
-        if self._files is None:
-            listed = self.storage.list_files(lambda rel: is_data_file(rel) or rel.endswith(zidx.SUFFIX))
-            names = {f.rel for f in listed}
-            self._files = [f for f in listed if is_data_file(f.rel)]
-            self._remote_indexes = {n for n in names if n.endswith(zidx.SUFFIX)}
-            if not self._files:
-                raise ReaderError(f"{self.path}: no JSON Lines files (.jsonl, .ndjson, optionally .gz/.zst) found")
-            data = {f.rel for f in self._files}
-            orphans = sorted(n[: -len(zidx.SUFFIX)] for n in self._remote_indexes if n[: -len(zidx.SUFFIX)] not in data)
-            if orphans and not self.storage.is_single_file:
-                raise ReaderError(
-                    f"{self.storage.url_of(orphans[0])}: missing, but its index {orphans[0]}{zidx.SUFFIX} is there "
-                    "(the file was deleted or renamed; delete the index too if that was on purpose)"
-                )
-            if self.use_manifest:
-                self._manifest = read_manifest(self.storage, self.format)
-                if self._manifest is not None:
-                    check_listing(self.storage, self._files, self._manifest)
-        return self._files
+    def _list_files(self) -> tuple[list[FileInfo], dict[str, ManifestEntry] | None]:
+        """The data files; ``.zidx`` files listed beside them are remembered (and must have their data file)."""
+        listed = self.storage.list_files(lambda rel: FILES.accepts(rel) or rel.endswith(zidx.SUFFIX))
+        names = {f.rel for f in listed}
+        files = [f for f in listed if FILES.accepts(f.rel)]
+        self._remote_indexes = {n for n in names if n.endswith(zidx.SUFFIX)}
+        if not files:
+            raise ReaderError(f"{self.path}: no {FILES.what} found")
+        data = {f.rel for f in files}
+        orphans = sorted(n[: -len(zidx.SUFFIX)] for n in self._remote_indexes if n[: -len(zidx.SUFFIX)] not in data)
+        if orphans and not self.storage.is_single_file:
+            raise ReaderError(
+                f"{self.storage.url_of(orphans[0])}: missing, but its index {orphans[0]}{zidx.SUFFIX} is there "
+                "(the file was deleted or renamed; delete the index too if that was on purpose)"
+            )
+        manifest = read_manifest(self.storage, self.format) if self.use_manifest else None
+        if manifest is not None:
+            check_listing(self.storage, files, manifest)
+        return files, manifest
 
     def shards(self) -> list[ShardInfo]:
         """One shard per file, with the record count from its index (built here if missing)."""
@@ -137,9 +115,6 @@ class JsonlReader(Reader):
         return {"format": self.format, "fields": list(self.fields) if self.fields else None}
 
     # -- indexes ------------------------------------------------------------------------------------
-    def _name(self, i: int) -> str:
-        return self.storage.url_of(self.files()[i].rel)
-
     def _index_paths(self, info: FileInfo) -> list[str]:
         key = cache_key(self.storage.url_of(info.rel), name=info.rel) + zidx.SUFFIX
         if self.index_dir:
@@ -289,11 +264,9 @@ class JsonlReader(Reader):
         )
         return LocalFile(entry.path, info, entry)
 
-    def _fd(self, i: int, idx: zidx.LineIndex) -> int:
-        hit = self._open.get(i)
-        if hit is not None:
-            self._open.move_to_end(i)
-            return hit[0]
+    def _open_file(self, i: int) -> tuple[int, Callable[[], None]]:
+        """A descriptor of the (decompressed) data, checked against the size its index was built for."""
+        idx = self._index(i)
         data = self._data_file(i, idx, idx.compression)
         try:
             fd = os.open(data.path, os.O_RDONLY)
@@ -308,23 +281,21 @@ class JsonlReader(Reader):
                 f"{self._name(i)}: has {size} bytes but its index was built for {idx.data_size}: "
                 "the file changed or was truncated after indexing"
             )
-        self._open[i] = (fd, data)
-        while len(self._open) > self.open_files:
-            _, (old_fd, old) = self._open.popitem(last=False)
-            os.close(old_fd)
-            old.release()
-        if self.prefetch_ahead > 0 and not self.storage.is_local:
-            files = self.files()
-            ahead = [files[(i + k) % len(files)].rel for k in range(1, self.prefetch_ahead + 1)]
-            self.storage.prefetch(r for r in ahead if compression_of(r) == "none")
-        return fd
+
+        def release() -> None:
+            os.close(fd)
+            data.release()
+
+        return fd, release
+
+    def _prefetchable(self, rel: str) -> bool:
+        """Only plain files: compressed ones are decompressed into the cache when first opened."""
+        return compression_of(rel) == "none"
 
     # -- reading ------------------------------------------------------------------------------------
     def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
         """Records ``indices`` of file ``shard``: one ``pread``, checksum and ``json.loads`` each."""
-        files = self.files()
-        if not 0 <= shard < len(files):
-            raise ReaderError(f"{self.path}: shard {shard} does not exist ({len(files)} files)")
+        self._check_shard(shard)
         idx = self._index(shard)
         indices = np.asarray(indices, dtype=np.int64)
         if len(indices) == 0:
@@ -333,15 +304,13 @@ class JsonlReader(Reader):
             raise ReaderError(f"{self._name(shard)}: index {int(indices.max())} out of range ({len(idx)} records)")
         uniq, inv = np.unique(indices, return_inverse=True)
         starts, lengths, crcs = idx.starts[uniq].tolist(), idx.lengths[uniq].tolist(), idx.crcs[uniq].tolist()
-        records: list[dict[str, Any]] = []
         with self._lock:
-            fd = self._fd(shard, idx)
+            fd = self._opened(shard)
             raw = [os.pread(fd, n, s) for s, n in zip(starts, lengths)]
-        for k, b in enumerate(raw):
-            records.append(self._decode(shard, int(uniq[k]), starts[k], b, lengths[k], crcs[k]))
-        if len(uniq) == len(indices):
-            return [records[j] for j in inv.tolist()]
-        return [dict(records[j]) for j in inv.tolist()]
+        records = [
+            self._decode(shard, int(uniq[k]), starts[k], b, lengths[k], crcs[k]) for k, b in enumerate(raw)
+        ]
+        return in_request_order(records, inv, len(indices))
 
     def _decode(self, shard: int, rec: int, start: int, b: bytes, length: int, crc: int) -> dict[str, Any]:
         # Hot path: one call per sample, so the error text is only built when something is wrong.
@@ -376,19 +345,6 @@ class JsonlReader(Reader):
 
     def _where(self, shard: int, rec: int, start: int) -> str:
         return f"{self._name(shard)}: record {rec} (byte {start})"
-
-    def prefetch(self, shards: Sequence[int]) -> None:
-        """Warm the node cache with these shards' files (remote, uncompressed data) in the background."""
-        files = self.files()
-        self.storage.prefetch(files[s].rel for s in shards if compression_of(files[s].rel) == "none")
-
-    def close(self) -> None:
-        with self._lock:
-            for fd, data in self._open.values():
-                os.close(fd)
-                data.release()
-            self._open.clear()
-        self.storage.close()
 
     def __del__(self) -> None:
         try:

@@ -15,13 +15,12 @@ with a message that says why.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from zephon_core import ReaderError
+from zephon_core.storage import parse_index_json
 
-INDEX_FILE = "index.json"
 LOADERS = ("PyTreeLoader", "TokensLoader")
 
 
@@ -74,12 +73,7 @@ def is_litdata_index(obj: Any) -> bool:
 
 def parse_layout(raw: bytes, where: str) -> Layout:
     """Parse and check ``index.json``; refuse what cannot be read natively, naming the reason."""
-    try:
-        obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ReaderError(f"{where}: index.json is not valid JSON ({exc})") from None
-    if not is_litdata_index(obj):
-        raise ReaderError(f"{where}: index.json is not a LitData index (needs 'chunks' and 'config')")
+    obj = parse_index_json(raw, where, is_litdata_index, "a LitData index (needs 'chunks' and 'config')")
     config: dict[str, Any] = obj["config"]
     loader = config.get("item_loader") or "PyTreeLoader"
     if loader not in LOADERS:

@@ -13,16 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import ByteLRU, MappedFiles, Storage, split_storage_options
+from zephon_core import ConfigError, ReaderError, ShardInfo
+from zephon_core.storage import ByteLRU, LayoutReader, MappedFiles, check_sample_indices
 from zephon_litdata import chunks as ck
 from zephon_litdata.codecs import decompress_file, zstd_decompress
-from zephon_litdata.layout import INDEX_FILE, ChunkEntry, Layout, parse_layout
+from zephon_litdata.layout import ChunkEntry, Layout, parse_layout
 from zephon_litdata.leaves import Decoder, UnsupportedFormat, decoder_for, flat_dtype
 from zephon_litdata.treespec import Unflatten, UnsupportedSpec, compile_spec
 
 
-class LitDataReader(Reader):
+class LitDataReader(LayoutReader):
     """Reads a LitData dataset folder (``index.json`` + ``chunk-*.bin``), local or remote.
 
     Args:
@@ -33,10 +33,12 @@ class LitDataReader(Reader):
             decompressed Arrow tables).
         max_open_chunks: chunk files kept mapped per process.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, ...).
+            ``cache_bytes``, ``retries``, ...); any other name is a ``ConfigError``.
     """
 
     format = "litdata"
+    # Chunk decoders are compiled from the layout in each process (closures do not pickle).
+    _RUNTIME = ("_chunks", "_frames", "_dtype", "_decoders", "_unflatten", "_leaf_sizes", "_leaf_header")
 
     def __init__(
         self,
@@ -48,30 +50,17 @@ class LitDataReader(Reader):
         max_open_chunks: int = 64,
         **storage: Any,
     ) -> None:
-        storage_kw, unknown = split_storage_options(storage)
-        if unknown:
-            raise ConfigError(f"litdata reader: unknown option(s) {sorted(unknown)}")
+        super().__init__(path, storage)
         if not isinstance(item_key, str) or not item_key:
             raise ConfigError(f"litdata reader: item_key must be a non-empty string, got {item_key!r}")
-        self.path = path
         self.item_key = item_key
         self.block_size = block_size
         self.cache_bytes_decoded = int(cache_bytes_decoded)
         self.max_open_chunks = int(max_open_chunks)
-        self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
-        self.layout = self._load_layout()
-        self._check_supported()
+        self.layout: Layout = self._load_layout(parse_layout)
         self._init_runtime()
 
     # -- construction -------------------------------------------------------------------------------
-    def _load_layout(self) -> Layout:
-        where = self.storage.url_of(INDEX_FILE)
-        try:
-            raw = self.storage.read_bytes(INDEX_FILE)
-        except ReaderError as exc:
-            raise ReaderError(f"litdata dataset {self.path!r}: cannot read index.json ({exc})") from None
-        return parse_layout(raw, where)
-
     def _check_supported(self) -> None:
         lay = self.layout
         where = f"litdata dataset {self.path!r}"
@@ -99,18 +88,10 @@ class LitDataReader(Reader):
         self._leaf_header = 4 * len(lay.data_format)
 
     def _init_runtime(self) -> None:
+        self._check_supported()
         self._files = MappedFiles(self.storage, self.max_open_chunks, decompress=decompress_file)
         self._chunks = ByteLRU(self.cache_bytes_decoded, self.max_open_chunks)
         self._frames = ByteLRU(self.cache_bytes_decoded // 4 or 1)
-
-    def __getstate__(self) -> dict[str, Any]:
-        keep = ("path", "item_key", "block_size", "cache_bytes_decoded", "max_open_chunks", "storage", "layout")
-        return {k: self.__dict__[k] for k in keep}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._check_supported()
-        self._init_runtime()
 
     # -- the Reader contract ------------------------------------------------------------------------
     def shards(self) -> list[ShardInfo]:
@@ -123,13 +104,10 @@ class LitDataReader(Reader):
         return entry.items
 
     def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
-        entry = self._entry(shard)
+        self._check_shard(shard, len(self.layout.chunks), "chunk")
+        entry = self.layout.chunks[shard]
         what = f"litdata chunk {entry.filename!r} (shard {shard})"
-        idx = np.asarray(indices, dtype=np.int64)
-        limit = self._count(entry)
-        if idx.size and (idx.min() < 0 or idx.max() >= limit):
-            bad = int(idx[(idx < 0) | (idx >= limit)][0])
-            raise ReaderError(f"{what}: sample index {bad} out of range (chunk has {limit})")
+        idx = check_sample_indices(indices, self._count(entry), what, "chunk")
         state = self._open(shard)
         if isinstance(state, np.ndarray):
             return self._token_blocks(state, idx)
@@ -168,18 +146,12 @@ class LitDataReader(Reader):
         return kinds
 
     def close(self) -> None:
+        """Drop the mapped chunks and the decoded state."""
         self._files.clear()
         self._chunks.clear()
         self._frames.clear()
 
     # -- chunks -------------------------------------------------------------------------------------
-    def _entry(self, shard: int) -> ChunkEntry:
-        if not 0 <= shard < len(self.layout.chunks):
-            raise ReaderError(
-                f"litdata dataset {self.path!r}: shard {shard} out of range ({len(self.layout.chunks)} chunks)"
-            )
-        return self.layout.chunks[shard]
-
     def _open(self, shard: int) -> Any:
         state = self._chunks.get(shard)
         if state is not None:
@@ -188,17 +160,8 @@ class LitDataReader(Reader):
         what = f"litdata chunk {self.storage.url_of(entry.filename)} (shard {shard})"
         lay = self.layout
         codec = lay.compression if lay.level == "chunk" else None
-        try:
-            buf = self._files.view(entry.filename, codec)
-        except ReaderError as exc:
-            # LitData's own reader leaves a decompressed ``chunk-N.bin`` in place of ``chunk-N.zstd.bin``.
-            plain = _plain_name(entry.filename, codec)
-            if plain is None:
-                raise ReaderError(f"{what}: {exc}") from None
-            try:
-                buf = self._files.view(plain, None)
-            except ReaderError:
-                raise ReaderError(f"{what}: {exc}") from None
+        # LitData's own reader leaves a decompressed ``chunk-N.bin`` in place of ``chunk-N.zstd.bin``.
+        buf = self._view(entry.filename, codec, _plain_name(entry.filename, codec), what)
         if lay.loader == "TokensLoader":
             state = ck.tokens_view(buf, entry.items, int(entry.dim or 0), self._dtype, what)
             self._chunks.put(shard, state, 0)

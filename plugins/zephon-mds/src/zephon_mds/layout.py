@@ -14,14 +14,12 @@ natively (``pkl``, unknown encodings) are refused here, before any data is read.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from zephon_core import ReaderError
+from zephon_core.storage import parse_index_json
 from zephon_mds.codecs import CODECS, codec_of
-
-INDEX_FILE = "index.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +82,7 @@ def is_mds_index(obj: Any) -> bool:
 
 def parse_layout(raw: bytes, where: str) -> Layout:
     """Parse and check ``index.json``; refuse what cannot be read natively, naming the shard."""
-    try:
-        obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ReaderError(f"{where}: index.json is not valid JSON ({exc})") from None
-    if not is_mds_index(obj):
-        raise ReaderError(f"{where}: index.json is not an MDS index (needs 'shards' of format 'mds')")
+    obj = parse_index_json(raw, where, is_mds_index, "an MDS index (needs 'shards' of format 'mds')")
     if obj.get("version", 2) != 2:
         raise ReaderError(f"{where}: MDS index version {obj.get('version')!r} is not supported (only 2)")
     shards = tuple(_shard(s, i, where) for i, s in enumerate(obj["shards"]))

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import ByteLRU, MappedFiles, Storage, split_storage_options
+from zephon_core import ReaderError, ShardInfo
+from zephon_core.storage import ByteLRU, LayoutReader, MappedFiles, check_sample_indices
 from zephon_mds.codecs import decompress_file
 from zephon_mds.encodings import Decoder, UnsupportedEncoding, decoder_for, fixed_size
-from zephon_mds.layout import INDEX_FILE, Layout, ShardEntry, parse_layout
+from zephon_mds.layout import Layout, ShardEntry, parse_layout
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class _Open:
     offsets: np.ndarray
 
 
-class MDSReader(Reader):
+class MDSReader(LayoutReader):
     """Reads an MDS dataset folder (``index.json`` + ``shard.NNNNN.mds[.zstd]``), local or remote.
 
     Args:
@@ -53,32 +53,22 @@ class MDSReader(Reader):
             process when it is first opened. Off by default, as in Streaming: it costs a pass
             over every shard.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, ...). Compressed shards are decompressed into that cache.
+            ``cache_bytes``, ``retries``, ...); any other name is a ``ConfigError``. Compressed
+            shards are decompressed into that cache.
     """
 
     format = "mds"
+    # Column plans are compiled from the layout in each process (their decoders are closures).
+    _RUNTIME = ("_open_shards", "_plans")
 
     def __init__(self, path: str, *, max_open_shards: int = 64, verify_hashes: bool = False, **storage: Any) -> None:
-        storage_kw, unknown = split_storage_options(storage)
-        if unknown:
-            raise ConfigError(f"mds reader: unknown option(s) {sorted(unknown)}")
-        self.path = path
+        super().__init__(path, storage)
         self.max_open_shards = int(max_open_shards)
         self.verify_hashes = bool(verify_hashes)
-        self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
-        self.layout = self._load_layout()
-        self._compile()
+        self.layout: Layout = self._load_layout(parse_layout)
         self._init_runtime()
 
     # -- construction -------------------------------------------------------------------------------
-    def _load_layout(self) -> Layout:
-        where = self.storage.url_of(INDEX_FILE)
-        try:
-            raw = self.storage.read_bytes(INDEX_FILE)
-        except ReaderError as exc:
-            raise ReaderError(f"mds dataset {self.path!r}: cannot read index.json ({exc})") from None
-        return parse_layout(raw, where)
-
     def _compile(self) -> None:
         plans: dict[tuple[tuple[str, ...], tuple[str, ...], tuple[int | None, ...]], _Columns] = {}
         self._plans: list[_Columns] = []
@@ -103,30 +93,19 @@ class MDSReader(Reader):
         return _Columns(s.columns, tuple(decoders), s.sizes, f"<{n_var}I", n_var)
 
     def _init_runtime(self) -> None:
+        self._compile()
         self._files = MappedFiles(self.storage, self.max_open_shards, decompress=decompress_file)
         self._open_shards = ByteLRU(1 << 30, self.max_open_shards)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: self.__dict__[k] for k in ("path", "max_open_shards", "verify_hashes", "storage", "layout")}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._compile()
-        self._init_runtime()
 
     # -- the Reader contract ------------------------------------------------------------------------
     def shards(self) -> list[ShardInfo]:
         return [ShardInfo(s.filename, s.samples) for s in self.layout.shards]
 
     def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
-        if not 0 <= shard < len(self.layout.shards):
-            raise ReaderError(f"mds dataset {self.path!r}: shard {shard} out of range ({len(self.layout.shards)})")
+        self._check_shard(shard, len(self.layout.shards), "shard")
         entry = self.layout.shards[shard]
         what = f"mds shard {entry.filename!r} (shard {shard})"
-        idx = np.asarray(indices, dtype=np.int64)
-        if idx.size and (idx.min() < 0 or idx.max() >= entry.samples):
-            bad = int(idx[(idx < 0) | (idx >= entry.samples)][0])
-            raise ReaderError(f"{what}: sample index {bad} out of range (shard has {entry.samples})")
+        idx = check_sample_indices(indices, entry.samples, what, "shard")
         opened = self._open(shard)
         cols = self._plans[shard]
         buf, offsets = opened.buf, opened.offsets
@@ -153,6 +132,7 @@ class MDSReader(Reader):
         return len(self.layout.shards)
 
     def close(self) -> None:
+        """Drop the mapped shards and their parsed headers."""
         self._files.clear()
         self._open_shards.clear()
 
@@ -163,16 +143,8 @@ class MDSReader(Reader):
             return opened
         entry = self.layout.shards[shard]
         what = f"mds shard {self.storage.url_of(entry.filename)} (shard {shard})"
-        try:
-            buf = self._files.view(entry.filename, entry.codec)
-        except ReaderError as exc:
-            if entry.zip is None:
-                raise ReaderError(f"{what}: {exc}") from None
-            # Streaming's own local cache keeps only the decompressed shard: accept that too.
-            try:
-                buf = self._files.view(entry.raw, None)
-            except ReaderError:
-                raise ReaderError(f"{what}: {exc}") from None
+        # Streaming's own local cache keeps only the decompressed shard: accept that too.
+        buf = self._view(entry.filename, entry.codec, entry.raw if entry.zip is not None else None, what)
         if self.verify_hashes:
             _verify(buf, entry, what)
         opened = _parse_shard(buf, entry, what)

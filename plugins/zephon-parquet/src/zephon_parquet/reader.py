@@ -12,32 +12,21 @@ dataset reads footers only, never data.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import (
-    ByteLRU,
-    FileInfo,
-    LocalFile,
-    ManifestEntry,
-    Storage,
-    describe_error,
-    list_data_files,
-    parse_bytes,
-    split_storage_options,
-)
-from zephon_parquet.detect import is_data_file
+from zephon_core import ReaderError, ShardInfo
+from zephon_core.storage import ByteLRU, FileReader, describe_error, parse_bytes
+from zephon_parquet.detect import FILES
 
 DEFAULT_ROW_GROUP_CACHE = 256 * 1024**2
 
 
-class ParquetReader(Reader):
+class ParquetReader(FileReader):
     """Reads a folder (or one file) of Parquet files; each row is one sample.
 
     Args:
@@ -53,10 +42,12 @@ class ParquetReader(Reader):
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one
             (a missing, extra or resized file is then an error).
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, …).
+            ``cache_bytes``, ``retries``, …); any other name is a ``ConfigError``.
     """
 
     format = "parquet"
+    data_files = FILES
+    _RUNTIME = ("_cache",)
 
     def __init__(
         self,
@@ -70,55 +61,18 @@ class ParquetReader(Reader):
         manifest: bool = True,
         **storage: Any,
     ) -> None:
-        storage_kw, unknown = split_storage_options(storage)
-        if unknown:
-            raise TypeError(f"unknown option(s) {sorted(unknown)}")
-        if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
-            raise ConfigError(f"parquet: columns must be a list of names, got {columns!r}")
-        self.path = path
-        self.columns = list(columns) if columns is not None else None
+        super().__init__(path, prefetch=prefetch, open_files=open_files, manifest=manifest, storage=storage)
+        self.columns = self._names(columns, "columns")
         self.row_group_cache_bytes = parse_bytes(row_group_cache_bytes)
         self.verify_checksums = bool(verify_checksums)
-        self.prefetch_ahead = int(prefetch)
-        self.open_files = max(1, int(open_files))
-        self.use_manifest = bool(manifest)
-        self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
-        self._files: list[FileInfo] | None = None
-        self._manifest: dict[str, ManifestEntry] | None = None
         self._offsets: list[np.ndarray] | None = None
         self._init_runtime()
 
     def _init_runtime(self) -> None:
+        super()._init_runtime()
         self._cache = ByteLRU(self.row_group_cache_bytes)
-        self._open: OrderedDict[int, tuple[pq.ParquetFile, LocalFile, threading.Lock]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        for k in ("_cache", "_open", "_lock"):
-            state.pop(k)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
 
     # -- listing ------------------------------------------------------------------------------------
-    def files(self) -> list[FileInfo]:
-        """The Parquet files, sorted by relative path (listed once per reader)."""
-        if self._files is None:
-            self._files, self._manifest = list_data_files(
-                self.storage,
-                is_data_file,
-                self.format,
-                use_manifest=self.use_manifest,
-                what="Parquet files (.parquet, .pq)",
-            )
-        return self._files
-
-    def _name(self, i: int) -> str:
-        return self.storage.url_of(self.files()[i].rel)
-
     def _footer(self, i: int) -> pq.FileMetaData:
         info, name = self.files()[i], self._name(i)
         try:
@@ -158,47 +112,44 @@ class ParquetReader(Reader):
         """One shard per file; row counts come from the footers (no data is read)."""
         return [ShardInfo(f.rel, int(self.row_group_offsets(i)[-1])) for i, f in enumerate(self.files())]
 
+    def _manifest_extra(self, i: int) -> dict[str, Any]:
+        """Row-group sizes, so listing a remote dataset with a manifest needs no footer reads."""
+        return {"row_groups": np.diff(self.row_group_offsets(i)).tolist()}
+
     def describe(self) -> dict[str, Any]:
         return {"format": self.format, "columns": self.columns}
 
     # -- files --------------------------------------------------------------------------------------
-    def _file(self, i: int) -> tuple[pq.ParquetFile, threading.Lock]:
-        with self._lock:
-            hit = self._open.get(i)
-            if hit is not None:
-                self._open.move_to_end(i)
-                return hit[0], hit[2]
-            info, name = self.files()[i], self._name(i)
-            local = self.storage.open_local(info.rel, info)
-            try:
-                pf = pq.ParquetFile(local.path, memory_map=False, page_checksum_verification=self.verify_checksums)
-            except Exception as exc:
-                local.release()
-                raise ReaderError(f"{name}: not a readable Parquet file ({describe_error(exc)})") from None
-            rows = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
-            expected = np.diff(self.row_group_offsets(i)).tolist()
-            if rows != expected:
-                local.release()
-                raise ReaderError(
-                    f"{name}: row groups {rows[:8]} disagree with the listing {expected[:8]}: "
-                    "the file changed after the dataset was opened"
-                )
+    def _open_file(self, i: int) -> tuple[tuple[pq.ParquetFile, threading.Lock], Callable[[], None]]:
+        """The file checked against the listing, with a lock of its own (a ParquetFile is not thread-safe)."""
+        info, name = self.files()[i], self._name(i)
+        local = self.storage.open_local(info.rel, info)
+        try:
+            pf = pq.ParquetFile(local.path, memory_map=False, page_checksum_verification=self.verify_checksums)
+        except Exception as exc:
+            local.release()
+            raise ReaderError(f"{name}: not a readable Parquet file ({describe_error(exc)})") from None
+        rows = [pf.metadata.row_group(g).num_rows for g in range(pf.metadata.num_row_groups)]
+        expected = np.diff(self.row_group_offsets(i)).tolist()
+        if rows != expected:
+            local.release()
+            raise ReaderError(
+                f"{name}: row groups {rows[:8]} disagree with the listing {expected[:8]}: "
+                "the file changed after the dataset was opened"
+            )
+        try:
             self._check_columns(i, pf.schema_arrow.names)
-            self._open[i] = (pf, local, threading.Lock())
-            while len(self._open) > self.open_files:
-                _, (_, old, _) = self._open.popitem(last=False)
-                old.release()
-            if self.prefetch_ahead > 0 and not self.storage.is_local:
-                files = self.files()
-                self.storage.prefetch(files[(i + k) % len(files)].rel for k in range(1, self.prefetch_ahead + 1))
-            return pf, self._open[i][2]
+        except ReaderError:
+            local.release()
+            raise
+        return (pf, threading.Lock()), local.release
 
     def _row_group(self, i: int, g: int) -> pa.Table:
         key = (i, g)
         table = self._cache.get(key)
         if table is not None:
             return table
-        pf, lock = self._file(i)
+        pf, lock = self._opened(i)
         try:
             with lock:
                 table = pf.read_row_group(g, columns=self.columns, use_threads=False)
@@ -213,9 +164,7 @@ class ParquetReader(Reader):
     # -- reading ------------------------------------------------------------------------------------
     def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
         """Rows ``indices`` of file ``shard``: each needed row group decoded once, then ``take``."""
-        files = self.files()
-        if not 0 <= shard < len(files):
-            raise ReaderError(f"{self.path}: shard {shard} does not exist ({len(files)} files)")
+        self._check_shard(shard)
         indices = np.asarray(indices, dtype=np.int64)
         if len(indices) == 0:
             return []
@@ -232,15 +181,6 @@ class ParquetReader(Reader):
                 out[p] = row
         return out
 
-    def prefetch(self, shards: Sequence[int]) -> None:
-        """Warm the node cache with these shards' files (remote data) in the background."""
-        files = self.files()
-        self.storage.prefetch(files[s].rel for s in shards)
-
     def close(self) -> None:
-        with self._lock:
-            for _, local, _ in self._open.values():
-                local.release()
-            self._open.clear()
+        super().close()
         self._cache.clear()
-        self.storage.close()

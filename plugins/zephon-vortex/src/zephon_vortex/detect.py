@@ -1,19 +1,14 @@
-"""Which files are Vortex data, and whether a dataset folder is a Vortex dataset."""
+"""Which files are Vortex data, and whether a dataset folder is a Vortex dataset.
+
+Names only (hidden and ``_private`` paths are skipped): detection runs for every
+``Dataset.from_path`` and must not import vortex.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from zephon_core.storage import DataFiles
 
-SUFFIXES = (".vortex", ".vtx")
+FILES = DataFiles((".vortex", ".vtx"), "Vortex files (.vortex, .vtx)")
 
-
-def is_data_file(rel: str) -> bool:
-    """A Vortex file that is not hidden or private (``.x``/``_x`` path parts are skipped)."""
-    if any(part.startswith((".", "_")) for part in rel.split("/")):
-        return False
-    return rel.lower().endswith(SUFFIXES)
-
-
-def detect(fs: Any, root: str, files: list[str]) -> bool:
-    """True when the folder (or single file) holds at least one Vortex file."""
-    return any(is_data_file(f) for f in files)
+is_data_file = FILES.accepts
+detect = FILES.detect

@@ -8,26 +8,16 @@ rows back to the requested order (repeats included).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import vortex as vx
 
-from zephon_core import ConfigError, Reader, ReaderError, ShardInfo
-from zephon_core.storage import (
-    FileInfo,
-    LocalFile,
-    ManifestEntry,
-    Storage,
-    describe_error,
-    list_data_files,
-    split_storage_options,
-)
-from zephon_vortex.detect import is_data_file
+from zephon_core import ReaderError, ShardInfo
+from zephon_core.storage import FileReader, describe_error, in_request_order
+from zephon_vortex.detect import FILES
 
 
 def _library_fault(exc: BaseException) -> BaseException:
@@ -41,7 +31,7 @@ def _library_fault(exc: BaseException) -> BaseException:
     raise exc
 
 
-class VortexReader(Reader):
+class VortexReader(FileReader):
     """Reads a folder (or one file) of Vortex files whose top-level type is a struct (one row = one sample).
 
     Args:
@@ -52,10 +42,11 @@ class VortexReader(Reader):
         open_files: most Vortex files kept open at once per reader (each holds a segment cache).
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, …).
+            ``cache_bytes``, ``retries``, …); any other name is a ``ConfigError``.
     """
 
     format = "vortex"
+    data_files = FILES
 
     def __init__(
         self,
@@ -67,52 +58,12 @@ class VortexReader(Reader):
         manifest: bool = True,
         **storage: Any,
     ) -> None:
-        storage_kw, unknown = split_storage_options(storage)
-        if unknown:
-            raise TypeError(f"unknown option(s) {sorted(unknown)}")
-        if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
-            raise ConfigError(f"vortex: columns must be a list of names, got {columns!r}")
-        self.path = path
-        self.columns = list(columns) if columns is not None else None
-        self.prefetch_ahead = int(prefetch)
-        self.open_files = max(1, int(open_files))
-        self.use_manifest = bool(manifest)
-        self.storage = Storage(path, **storage_kw)  # type: ignore[arg-type]
-        self._files: list[FileInfo] | None = None
-        self._manifest: dict[str, ManifestEntry] | None = None
+        super().__init__(path, prefetch=prefetch, open_files=open_files, manifest=manifest, storage=storage)
+        self.columns = self._names(columns, "columns")
         self._counts: list[int] | None = None
         self._init_runtime()
 
-    def _init_runtime(self) -> None:
-        self._open: OrderedDict[int, tuple[Any, LocalFile]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state.pop("_open")
-        state.pop("_lock")
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._init_runtime()
-
     # -- listing ------------------------------------------------------------------------------------
-    def files(self) -> list[FileInfo]:
-        """The Vortex files, sorted by relative path (listed once per reader)."""
-        if self._files is None:
-            self._files, self._manifest = list_data_files(
-                self.storage,
-                is_data_file,
-                self.format,
-                use_manifest=self.use_manifest,
-                what="Vortex files (.vortex, .vtx)",
-            )
-        return self._files
-
-    def _name(self, i: int) -> str:
-        return self.storage.url_of(self.files()[i].rel)
-
     def _check(self, i: int, vf: Any) -> None:
         try:
             names = vf.dtype.to_arrow_schema().names
@@ -154,45 +105,32 @@ class VortexReader(Reader):
         return {"format": self.format, "columns": self.columns}
 
     # -- reading ------------------------------------------------------------------------------------
-    def _file(self, i: int) -> Any:
-        with self._lock:
-            hit = self._open.get(i)
-            if hit is not None:
-                self._open.move_to_end(i)
-                return hit[0]
-            info, name = self.files()[i], self._name(i)
-            local = self.storage.open_local(info.rel, info)
-            try:
-                vf = vx.open(local.path)
-                n = len(vf)
-                self._check(i, vf)
-            except ReaderError:
-                local.release()
-                raise
-            except BaseException as exc:  # also Rust panics: see _library_fault
-                _library_fault(exc)
-                local.release()
-                raise ReaderError(f"{name}: not a readable Vortex file ({describe_error(exc)})") from None
-            expected = self.shards()[i].num_samples
-            if n != expected:
-                local.release()
-                raise ReaderError(
-                    f"{name}: has {n} rows but the dataset listed {expected}: the file changed after it was opened"
-                )
-            self._open[i] = (vf, local)
-            while len(self._open) > self.open_files:
-                _, (_, old) = self._open.popitem(last=False)
-                old.release()
-            if self.prefetch_ahead > 0 and not self.storage.is_local:
-                files = self.files()
-                self.storage.prefetch(files[(i + k) % len(files)].rel for k in range(1, self.prefetch_ahead + 1))
-            return vf
+    def _open_file(self, i: int) -> tuple[Any, Callable[[], None]]:
+        """The file checked against the listing (its row count must not have changed)."""
+        info, name = self.files()[i], self._name(i)
+        local = self.storage.open_local(info.rel, info)
+        try:
+            vf = vx.open(local.path)
+            n = len(vf)
+            self._check(i, vf)
+        except ReaderError:
+            local.release()
+            raise
+        except BaseException as exc:  # also Rust panics: see _library_fault
+            _library_fault(exc)
+            local.release()
+            raise ReaderError(f"{name}: not a readable Vortex file ({describe_error(exc)})") from None
+        expected = self.shards()[i].num_samples
+        if n != expected:
+            local.release()
+            raise ReaderError(
+                f"{name}: has {n} rows but the dataset listed {expected}: the file changed after it was opened"
+            )
+        return vf, local.release
 
     def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
         """Rows ``indices`` of file ``shard`` with one sorted take, scattered back to request order."""
-        files = self.files()
-        if not 0 <= shard < len(files):
-            raise ReaderError(f"{self.path}: shard {shard} does not exist ({len(files)} files)")
+        self._check_shard(shard)
         indices = np.asarray(indices, dtype=np.int64)
         if len(indices) == 0:
             return []
@@ -200,7 +138,7 @@ class VortexReader(Reader):
         if indices.min() < 0 or indices.max() >= n:
             raise ReaderError(f"{self._name(shard)}: row {int(indices.max())} out of range ({n} rows)")
         uniq, inv = np.unique(indices, return_inverse=True)
-        vf = self._file(shard)
+        vf = self._opened(shard)
         try:
             taken = vf.scan(self.columns, indices=vx.array(pa.array(uniq.astype(np.uint64)))).read_all()
             table = taken.to_arrow_table()
@@ -209,21 +147,4 @@ class VortexReader(Reader):
             raise ReaderError(f"{self._name(shard)}: rows cannot be decoded ({describe_error(exc)})") from None
         if table.num_rows != len(uniq):
             raise ReaderError(f"{self._name(shard)}: asked for {len(uniq)} rows, got {table.num_rows}")
-        rows = table.to_pylist()
-        order = inv.reshape(-1).tolist()
-        if len(uniq) == len(indices):
-            return [rows[j] for j in order]
-        # Repeats get their own dict so a downstream operator mutating one cannot change the other.
-        return [dict(rows[j]) for j in order]
-
-    def prefetch(self, shards: Sequence[int]) -> None:
-        """Warm the node cache with these shards' files (remote data) in the background."""
-        files = self.files()
-        self.storage.prefetch(files[s].rel for s in shards)
-
-    def close(self) -> None:
-        with self._lock:
-            for _, local in self._open.values():
-                local.release()
-            self._open.clear()
-        self.storage.close()
+        return in_request_order(table.to_pylist(), inv, len(indices))

@@ -18,11 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-RANK_MAIN = Path(__file__).resolve().parent / "zt_rank_main.py"
+from zephon_torch.testing.rank import DEFAULT_PIPELINE
+
+RANK_MODULE = "zephon_torch.testing.rank"
+"""Run as ``python -m``: the rank entry point is an installed module, so no path has to be set up."""
 
 
 @dataclass
 class RankResult:
+    """How one rank ended: exit code, wall time, what it wrote (:mod:`~zephon_torch.testing.rank`), its stderr."""
+
     rank: int
     returncode: int
     seconds: float
@@ -39,10 +44,14 @@ def launch(
     deadline: float = 240.0,
     kill: tuple[int, int] | None = None,
     kill_signal: int = signal.SIGKILL,
+    pipeline: str = DEFAULT_PIPELINE,
 ) -> list[RankResult]:
     """Run ``runs`` on ``world_size`` gloo ranks; optionally signal rank ``kill[0]`` after its step ``kill[1]``.
 
     Args:
+        runs: what each rank does, in order (see :func:`~zephon_torch.testing.rank.run_one`).
+        tmp: a folder for the store, the parameters and every rank's result and stderr.
+        pipeline: ``"module:function"`` building the pipeline in each rank.
         timeout: the process group's and the loader's collective timeout (seconds).
         deadline: wall-clock limit for the whole launch; exceeding it is a test failure (a hang).
         kill_signal: SIGKILL (a crash) or SIGSTOP (a rank that is alive but stuck; it is killed
@@ -57,6 +66,7 @@ def launch(
         "runs": runs,
         "out": str(work / "rank{rank}.json"),
         "progress": str(work / "progress{rank}.json") if kill else None,
+        "pipeline": pipeline,
     }
     (work / "params.json").write_text(json.dumps(params))
     env = {**os.environ, "WORLD_SIZE": str(world_size), "TMPDIR": str(tmp), "OMP_NUM_THREADS": "1"}
@@ -65,7 +75,7 @@ def launch(
     for rank in range(world_size):
         err = open(work / f"stderr{rank}.txt", "w")
         p = subprocess.Popen(
-            [sys.executable, str(RANK_MAIN), str(work / "params.json")],
+            [sys.executable, "-m", RANK_MODULE, str(work / "params.json")],
             env={**env, "RANK": str(rank)},
             stdout=subprocess.DEVNULL,
             stderr=err,

@@ -1,8 +1,10 @@
-"""Worker functions for the Ray tests.
+"""Work sources and worker functions for testing the Ray runner (and a Ray deployment).
 
-The conftest registers this module with cloudpickle *by value*, so Ray workers (which cannot import
-a test folder) receive the functions' code with the pickle, the way a training script's own
-functions reach a cluster.
+Functions that double, fail, crash their worker, report their pid or the CPUs Ray assigned: enough
+to check that work reaches the actors, that a failure or a dead actor becomes an error naming the
+operator, and that options reach Ray. The package's tests register this module with cloudpickle
+*by value*, so Ray workers receive the functions' code with the pickle, the way a training
+script's own functions reach a cluster (whether or not the workers could import this package).
 """
 
 from __future__ import annotations
@@ -23,16 +25,19 @@ def numbers(n: int = 400, chunk_size: int = 16) -> StaticMixtureWorkSource:
 
 
 def double(task: list[int]) -> list[int]:
+    """Each number twice (a task is a list of numbers)."""
     return [2 * x for x in task]
 
 
 def fail_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload, except that ``{"i": 7}`` raises (a worker bug)."""
     if payload["i"] == 7:
         raise ValueError("seven is not allowed")
     return payload
 
 
 def die_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload, except that ``{"i": 7}`` kills the worker process (a crash, out of memory)."""
     if payload["i"] == 7:
         os.kill(os.getpid(), signal.SIGKILL)
     return payload
@@ -45,6 +50,7 @@ def pid_task(task: Any) -> list[int]:
 
 
 def die_task(task: Any) -> Any:
+    """Kill the worker process running it."""
     os.kill(os.getpid(), signal.SIGKILL)
 
 

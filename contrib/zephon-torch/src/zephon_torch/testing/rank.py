@@ -1,6 +1,7 @@
-"""One real data-parallel rank: ``python zt_rank_main.py PARAMS.json`` with RANK and WORLD_SIZE set.
+"""One real data-parallel rank: ``python -m zephon_torch.testing.rank PARAMS.json`` with RANK and WORLD_SIZE set.
 
-Joins a gloo process group (file:// store), then performs the runs listed in the parameters,
+Joins a gloo process group (file:// store), builds the pipeline that ``params["pipeline"]`` names
+(``"module:function"``, importable in the rank's interpreter), then performs the runs listed in the parameters,
 each with a fresh pipeline and :class:`~zephon_torch.ZephonLoader`: optionally resume from a JSON
 or ``torch.distributed.checkpoint`` checkpoint, iterate to the end of the data (or a step limit),
 hash every global batch across ranks, save checkpoints at given steps. Writes what it saw as JSON;
@@ -10,10 +11,12 @@ with exit code 17, so the test can tell a clear failure from a crash or a hang.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -22,12 +25,13 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+from zephon_core import Pipeline
 from zephon_torch import RankFailureError, ZephonLoader, load_checkpoint, save_checkpoint
-from zt_common import build
 
 EXIT_RANK_FAILURE = 17
+"""Exit code of a rank that ended with a :class:`~zephon_torch.RankFailureError` (a peer died or hung)."""
+
+DEFAULT_PIPELINE = "zephon_torch.testing.text:build"
 
 
 def _write(path: Path, obj: Any) -> None:
@@ -36,7 +40,16 @@ def _write(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def run_one(spec: dict[str, Any], timeout: timedelta, rank: int, progress: Path | None) -> dict[str, Any]:
+def load_factory(ref: str) -> Callable[[], Pipeline]:
+    """The pipeline factory ``"module:function"`` names (a string: it travels in the JSON parameters)."""
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def run_one(
+    spec: dict[str, Any], build: Callable[[], Pipeline], timeout: timedelta, rank: int, progress: Path | None
+) -> dict[str, Any]:
+    """Perform one run of ``spec`` on a fresh pipeline and loader; returns what this rank saw."""
     dp_group = None
     if spec.get("mesh"):  # (dp, tp): ranks of one tensor-parallel replica must read the same data
         from torch.distributed.device_mesh import init_device_mesh
@@ -80,6 +93,7 @@ def run_one(spec: dict[str, Any], timeout: timedelta, rank: int, progress: Path 
 
 
 def main() -> None:
+    """Run every run of ``PARAMS.json`` (``sys.argv[1]``) as rank ``$RANK`` of ``$WORLD_SIZE``."""
     params = json.loads(Path(sys.argv[1]).read_text())
     t0 = time.monotonic()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -93,10 +107,11 @@ def main() -> None:
     result: dict[str, Any] = {"rank": rank, "world_size": world, "runs": {}, "error": None, "init_seconds": result_init}
     out_path = Path(params["out"].format(rank=rank))
     code = 0
+    build = load_factory(params.get("pipeline", DEFAULT_PIPELINE))
     for spec in params["runs"]:
         started = time.monotonic()
         try:
-            result["runs"][spec["name"]] = run_one(spec, timeout, rank, progress)
+            result["runs"][spec["name"]] = run_one(spec, build, timeout, rank, progress)
             result["runs"][spec["name"]]["seconds"] = time.monotonic() - started
         except RankFailureError as exc:
             result["error"] = {"type": type(exc).__name__, "message": str(exc), "seconds": time.monotonic() - started}

@@ -1,6 +1,8 @@
 """A real S3 API server on loopback for tests: moto's threaded server, a bucket, and s3fs options.
 
-Used by the storage tests and by the reader plugins' S3 tests. Only 127.0.0.1 is ever contacted;
+Remote storage fails in ways a local folder never does (listing caches, ETags, objects replaced or
+deleted after listing), so the storage tests and every reader plugin's S3 tests run against moto's
+S3 server (``pip install 'moto[server]' s3fs boto3``). Only 127.0.0.1 is ever contacted;
 credentials are fake and set for the duration of the context only.
 """
 
@@ -42,9 +44,11 @@ class S3:
         }
 
     def url(self, key: str = "") -> str:
+        """``s3://bucket/key`` (the bucket itself for an empty key)."""
         return f"s3://{self.bucket}/{key}".rstrip("/")
 
     def put(self, key: str, data: bytes) -> None:
+        """Write one object."""
         self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
 
     def upload_dir(self, folder: str, prefix: str) -> None:

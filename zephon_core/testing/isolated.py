@@ -1,0 +1,151 @@
+"""Install one package of the repository into a fresh virtual environment with only its declared dependencies.
+
+One shared development environment hides a missing dependency (another package happens to bring
+it), so each plugin is also tested alone: ``python -m venv``, ``pip install <repo>[testing]`` (the
+kernel, its own dependencies and this test kit, so scripts run there can use
+:mod:`zephon_core.testing`), ``pip install plugins/<name>``, then a script run by that environment's
+Python, outside the repository and with ``PYTHONPATH`` cleared so nothing leaks in.
+
+Only meaningful in a checkout of the repository (the kernel installed in editable mode); elsewhere
+:func:`install_alone` skips the calling test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+WORKSPACES = ("plugins", "contrib")
+"""Folders of the repository that hold separately installable packages."""
+
+
+def repository_root() -> Path | None:
+    """The repository this kernel is installed from (editable install), or None for a regular install."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and all((root / w).is_dir() for w in WORKSPACES):
+        return root
+    return None
+
+
+def package_dir(package: str, root: Path) -> Path:
+    """The source folder of ``package`` (``"zephon-jsonl"``) under ``plugins/`` or ``contrib/``."""
+    for workspace in WORKSPACES:
+        folder = root / workspace / package
+        if (folder / "pyproject.toml").is_file():
+            return folder
+    raise FileNotFoundError(f"no package {package!r} under {', '.join(WORKSPACES)} of {root}")
+
+
+def run(cmd: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+    """Run ``cmd``; its stdout, or an AssertionError with the end of its output when it fails."""
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+    return proc.stdout
+
+
+def install_alone(package: str, where: Path, timeout: float = 400, constraints: Path | None = None) -> Path:
+    """A fresh venv under ``where`` with the kernel (``[testing]``) and ``package``; returns its python.
+
+    Args:
+        package: a distribution of the repository, e.g. ``"zephon-jsonl"``.
+        where: a temporary folder (the venv goes to ``where / "venv"``).
+        timeout: seconds allowed per pip call.
+        constraints: a pip constraints file (e.g. to keep torch on its CPU build).
+    """
+    root = repository_root()
+    if root is None:
+        import pytest
+
+        pytest.skip("installs packages from the zephon repository: runs inside a checkout only")
+    venv = where / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], timeout)
+    python = venv / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    if constraints is not None:
+        pip += ["-c", str(constraints)]
+    run([*pip, f"{root}[testing]"], timeout)
+    run([*pip, str(package_dir(package, root))], timeout)
+    return python
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without ``PYTHONPATH`` (plus ``extra``), for scripts run in the venv."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
+def run_script(
+    python: Path,
+    script: str,
+    cwd: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120,
+) -> str:
+    """Run ``script`` (with ``args``) by ``python`` in ``cwd``; returns its stdout.
+
+    ``cwd`` must not be the repository, so the repository's sources cannot shadow what is installed;
+    ``env`` defaults to :func:`clean_env`.
+    """
+    path = cwd / "check_alone.py"
+    path.write_text(script)
+    return run([str(python), str(path), *args], timeout, env=env if env is not None else clean_env(), cwd=cwd)
+
+
+def installed(python: Path) -> set[str]:
+    """Distribution names installed in that environment (lower case)."""
+    out = run([str(python), "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"], 60)
+    return {line.split("==")[0].lower() for line in out.splitlines() if "==" in line}
+
+
+def check_alone(
+    package: str,
+    where: Path,
+    script: str,
+    *args: str,
+    present: Iterable[str] = (),
+    absent: Iterable[str] = (),
+    env: Mapping[str, str] | None = None,
+    expect: str = "ALONE OK",
+    listed_as: str | None = None,
+    timeout: float = 400,
+) -> Path:
+    """Install ``package`` alone, check what came with it, run ``script`` there; returns the venv's python.
+
+    Args:
+        package: the distribution under test (``"zephon-jsonl"``).
+        where: a temporary folder for the venv and the script.
+        script: Python source run by the venv's interpreter (with ``args``); it must print ``expect``.
+        present: distributions that must be installed besides ``package`` and ``zephon-core``.
+        absent: distributions that must not be (heavy libraries the package promises not to need).
+        env: the script's environment (default :func:`clean_env`).
+        expect: what the script prints when all its checks passed.
+        listed_as: a plugin kind (``"reader"``): ``zephon plugins --kind <kind>`` must list ``package``,
+            so its entry point is installed and loads.
+        timeout: seconds allowed per pip call and for the script.
+
+    Raises:
+        AssertionError: a distribution is missing or present against the promise, or the script
+            failed or did not print ``expect``.
+    """
+    python = install_alone(package, where, timeout=timeout)
+    dists = installed(python)
+    missing = {package, "zephon-core", *present} - dists
+    unwanted = dists & set(absent)
+    if missing or unwanted:
+        raise AssertionError(f"{package} alone: missing {sorted(missing)}, unwanted {sorted(unwanted)}; has {sorted(dists)}")
+    out = run_script(python, script, where, *args, env=env, timeout=timeout)
+    if expect not in out:
+        raise AssertionError(f"{package} alone: the script did not print {expect!r}:\n{out[-3000:]}")
+    if listed_as is not None:
+        listed = run([str(python.parent / "zephon"), "plugins", "--kind", listed_as], 120, env=env or clean_env())
+        if package not in listed:
+            raise AssertionError(f"{package} alone: `zephon plugins --kind {listed_as}` does not list it:\n{listed}")
+    return python
