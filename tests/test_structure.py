@@ -159,3 +159,16 @@ def test_plugins_import_only_public_kernel_modules():
                 if target.startswith("zephon_core") and any(p.startswith("_") for p in target.split(".")[1:]):
                     bad.append(f"{f.relative_to(ROOT)}: {target}")
     assert bad == []
+
+
+def test_no_plugin_or_contrib_test_edits_sys_path():
+    """Plugin tests import shared helpers from ``zephon_core.testing`` or their own package, never by path."""
+    offenders = []
+    for folder in ("plugins", "contrib"):
+        for f in (ROOT / folder).rglob("*.py"):
+            text = f.read_text()
+            if re.search(r"sys\.path\.(insert|append)|sys\.path\s*=|syspath_prepend", text) and "tests" in f.parts:
+                offenders.append(str(f.relative_to(ROOT)))
+    # The one exception puts a throwaway module on the *driver's* path on purpose: what it tests is
+    # that Ray workers, which do not share that path, fail with a clear error.
+    assert offenders in ([], ["contrib/zephon-ray/tests/test_executor.py"]), offenders
