@@ -38,3 +38,22 @@ def test_data_smaller_than_one_round_is_an_error_not_zero_batches():
 def test_flushing_can_not_be_switched_off():
     with pytest.raises(ConfigError, match="replay all of it"):
         _pipeline().options(flush_every_k_chunks=0)
+
+
+def _clean_html(payload: dict) -> dict:
+    return payload
+
+
+def test_every_step_has_a_unique_name():
+    ds = Dataset.from_records("n", [{"i": i} for i in range(20)], shard_size=5)
+    p = (
+        Pipeline(StaticMixtureWorkSource([ds]))
+        .map_transform(_clean_html)
+        .map_transform(_clean_html)
+        .map_transform(lambda r: r)
+        .map_transform(_clean_html, name="decode")
+        .stateful_transform("batch", init_state=dict, push=lambda s, r: [r])
+        .batch(2)
+    )
+    names = [step.name for step in p.operators]
+    assert names == ["fetch", "_clean_html", "_clean_html_2", "map_transform", "decode", "batch_2", "batch"]

@@ -75,7 +75,7 @@ def test_worker_exception_names_operator_and_sample(runner):
     with p, pytest.raises(OperatorError) as info:
         list(p)
     msg = str(info.value)
-    assert "operator 'map_transform'" in msg and "seven is not allowed" in msg
+    assert "operator 'fail_on_seven'" in msg and "seven is not allowed" in msg
     assert "nums[shard 0 (memory-00000), index 7]" in msg
     assert time.monotonic() - t0 < 30
 
@@ -84,7 +84,7 @@ def test_crashed_process_worker_surfaces_within_seconds():
     p = Pipeline(_source()).map_transform(helpers.die_on_seven, parallelism=2).batch(4).options(runner="processes")
     with p:
         t0 = time.monotonic()
-        with pytest.raises(WorkerCrashedError, match="worker process of operator 'map_transform' died"):
+        with pytest.raises(WorkerCrashedError, match="worker process of operator 'die_on_seven' died"):
             list(p)
         assert time.monotonic() - t0 < 10
 

@@ -43,7 +43,7 @@ def test_a_hung_task_fails_within_its_timeout_on_every_runner(runner):
     p.close()
     closed = time.monotonic() - t1
     msg = str(err.value)
-    assert "map_transform" in msg and f"runner {runner}" in msg and "timeout_s=1" in msg
+    assert "operator 'hang_on_seven'" in msg and f"runner {runner}" in msg and "timeout_s=1" in msg
     assert "samples n[shard 0 (memory-00000), index 0]" in msg, msg  # the task's samples (index 7 is among them)
     startup = 3.0 if runner == "processes" else 0.0
     assert waited < 1.0 + 1.0 + startup, waited

@@ -94,6 +94,8 @@ class Pipeline:
         self._active: WorkSource | None = None
         self._starts: dict[int, LaneStart] = {}
         self._token_estimates: dict[str, float] | None = None
+        self._skips: list[dict[str, int]] = []  # skip_global_steps log: {"step", "steps"}
+        self._pending_skip = 0  # global steps still to discard when iteration starts
         self._closed = False
 
     # -- building -------------------------------------------------------------------------------
@@ -122,8 +124,21 @@ class Pipeline:
             raise ConfigError(f"add() needs an Operator, got {type(op).__name__}")
         if self._batch is not None:
             raise ConfigError(f"cannot add {op.name!r} after batch: batch must be the last step")
+        if any(o is op for o in self._ops):
+            raise ConfigError(f"operator {op.name!r} is already in this pipeline; build a new instance")
+        op.name = self._unique_name(op.name)
         self._ops.append(op)
         return self
+
+    def _unique_name(self, name: str) -> str:
+        """``name``, numbered if another step already has it: metrics, errors and traces need one name per step."""
+        taken = {"fetch", "batch", *(o.name for o in self._ops)}
+        if name not in taken:
+            return name
+        k = 2
+        while f"{name}_{k}" in taken:
+            k += 1
+        return f"{name}_{k}"
 
     def apply(self, kind: str, *args: Any, **kwargs: Any) -> Pipeline:
         """Append the registered operator ``kind`` built with these arguments."""
@@ -141,9 +156,18 @@ class Pipeline:
         parallelism: int = 1,
         runner: str | None = None,
         timeout_s: float | None = None,
+        name: str | None = None,
     ) -> Pipeline:
-        """``fn(payload) -> dict | None`` on every record; ``None`` drops it. ``timeout_s`` limits one task."""
-        return self.apply("map_transform", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s)
+        """``fn(payload) -> dict | None`` on every record; ``None`` drops it.
+
+        Args:
+            fn: the function (module-level, so process workers can import it).
+            parallelism: workers.
+            runner: where the workers run (default: the pipeline's runner).
+            timeout_s: limit for one task (default: the pipeline's ``timeout_s`` option).
+            name: the step's name in metrics and errors (default: the function's name).
+        """
+        return self.apply("map_transform", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s, name=name)
 
     def flat_map(
         self,
@@ -151,9 +175,10 @@ class Pipeline:
         parallelism: int = 1,
         runner: str | None = None,
         timeout_s: float | None = None,
+        name: str | None = None,
     ) -> Pipeline:
-        """``fn(payload) -> iterable of dicts``: one record becomes zero or more."""
-        return self.apply("flat_map", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s)
+        """``fn(payload) -> iterable of dicts``: one record becomes zero or more (arguments as for map_transform)."""
+        return self.apply("flat_map", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s, name=name)
 
     def stateful_transform(self, name: str, **kwargs: Any) -> Pipeline:
         """A custom n-to-m operator: ``init_state``, ``push``, ``flush``, ``transform``, ``parallelism``."""
@@ -363,7 +388,9 @@ class Pipeline:
         if self._closed:
             raise ZephonError("the pipeline was closed; build a new Pipeline to iterate again")
         if self._engine is None:
-            return self._start()
+            engine = self._start()
+            self._discard(self._pending_skip)
+            return engine
         if self._engine.finished:
             raise ZephonError(
                 "the pipeline has delivered all its data; build a new Pipeline (and load_state_dict() to resume) "
@@ -419,6 +446,7 @@ class Pipeline:
             "calibration": {"tokens_per_sample": self._token_estimates},
             "multiplexer": {"next_lane": next_lane},
             "lanes": {str(lane): self._with_lane_source(lane, lane_states[lane]) for lane in layout.owned},
+            "skipped_steps": {"log": [dict(s) for s in self._skips], "pending": self._pending_skip},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -452,6 +480,7 @@ class Pipeline:
             )
         starts = {int(k): LaneStart.from_state(k, v) for k, v in state["lanes"].items()}
         estimates = self._checkpoint_estimates(state)
+        skips = self._checkpoint_skips(state)
         probe = self._restored_source(state, estimates)
         self._check_positions(starts, layout, estimates, probe)
         source_state = dict(state.get("source") or {})
@@ -461,6 +490,7 @@ class Pipeline:
         self._starts = starts
         self._token_estimates = estimates
         self._active = None
+        self._skips, self._pending_skip = skips
 
     def _check_positions(
         self,
@@ -546,21 +576,71 @@ class Pipeline:
         k = self._opts.flush_every_k_chunks
         if not k:
             raise ConfigError("update_mixture needs windows (flush_every_k_chunks > 0): updates take effect at windows")
+        step = self._round_step("update_mixture")
+        windows = {lane: self._resume_window(lane) for lane in self._opts.layout().owned}
+        lead = int(getattr(source, "update_lead_windows", 1))
+        update(weights, effects=effect_chunks(windows, lead, k), step=step)
+
+    # -- deterministic skips ------------------------------------------------------------------------
+    def skip_global_steps(self, n: int) -> None:
+        """Discard the next ``n`` global steps' data, e.g. after restoring past a loss spike.
+
+        Every rank calls it with the same ``n`` (at a global-step boundary): each lane drops its next
+        ``n`` microbatches, which depends on the lane's data only, so the run continues exactly like
+        an uninterrupted run from ``n`` steps later, whatever the world size. The skip is recorded in
+        the checkpoint (``skipped_steps``); one taken before the discarding happened carries it as
+        pending, and the resumed run discards those steps.
+        """
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ConfigError(f"skip_global_steps needs an int >= 0, got {n!r}")
+        step = self._round_step("skip_global_steps")
+        self._skips.append({"step": step, "steps": n})
+        if self._engine is None:
+            self._pending_skip += n
+        else:
+            self._discard(n)
+
+    def _round_step(self, what: str) -> int:
+        """The number of whole global steps this rank delivered; an error mid-round."""
         owned = self._opts.layout().owned
         if self._engine is not None:
             states = self._engine.lane_states()
-            windows = {lane: int(states[lane]["window"]) for lane in owned}
             delivered = {int(states[lane]["delivered"]) for lane in owned}
         else:
-            windows = {lane: self._starts.get(lane, LaneStart()).window for lane in owned}
             delivered = {self._starts.get(lane, LaneStart()).delivered for lane in owned}
         if len(delivered) > 1:
             raise ConfigError(
-                "update_mixture must be called between rounds (after a whole global step): this rank's lanes have "
+                f"{what} must be called between rounds (after a whole global step): this rank's lanes have "
                 f"delivered {sorted(delivered)} microbatches"
             )
-        lead = int(getattr(source, "update_lead_windows", 1))
-        update(weights, effects=effect_chunks(windows, lead, k), step=delivered.pop())
+        return delivered.pop()
+
+    def _discard(self, steps: int) -> None:
+        """Consume ``steps`` whole rounds from the engine without handing them out."""
+        engine = self._engine
+        if engine is not None:
+            for _ in range(steps * self._opts.layout().lanes_per_rank):
+                if next(engine, None) is None:
+                    break
+        self._pending_skip = 0
+
+    def _checkpoint_skips(self, state: Mapping[str, Any]) -> tuple[list[dict[str, int]], int]:
+        """The skip log and pending skip of a checkpoint (checkpoints before issue 12 have neither)."""
+        raw = state.get("skipped_steps") or {"log": [], "pending": 0}
+        log = raw.get("log") if isinstance(raw, Mapping) else None
+        pending = raw.get("pending") if isinstance(raw, Mapping) else None
+
+        def count(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+        entries_ok = isinstance(log, list) and all(
+            isinstance(s, Mapping) and set(s) == {"step", "steps"} and all(count(v) for v in s.values()) for s in log
+        )
+        if not entries_ok or not count(pending):
+            raise CheckpointError(
+                f"checkpoint 'skipped_steps' must be {{'log': [{{'step', 'steps'}}, ...], 'pending': int}}, got {raw!r}"
+            )
+        return [dict(s) for s in log], pending
 
     # -- lane-scoped source state ---------------------------------------------------------------------
     def _with_lane_source(self, lane: int, entry: dict[str, Any]) -> dict[str, Any]:

@@ -47,6 +47,12 @@ class _FlatMapWorker:
         return apply_each(lambda p: list(fn(p)), payloads)
 
 
+def function_label(fn: Any, default: str) -> str:
+    """An operator's default name: its function's name (``clean_html``), or ``default`` for a lambda."""
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    return name if isinstance(name, str) and name.isidentifier() else default
+
+
 class _FunctionOperator(Operator):
     """A stateless operator applying one user function per record on the workers."""
 
@@ -55,6 +61,8 @@ class _FunctionOperator(Operator):
     def __init__(self, fn: Callable[[Payload], Any], **kw: Any) -> None:
         if not callable(fn):
             raise ConfigError(f"{self.kind} needs a callable, got {fn!r}")
+        if kw.get("name") is None:
+            kw["name"] = function_label(fn, self.kind)
         super().__init__(**kw)
         self.fn = fn
 

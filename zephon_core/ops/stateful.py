@@ -231,11 +231,12 @@ class StatefulTransform(Operator):
         transform: Callable[[Any], dict[str, Any] | None] | None = None,
         parallelism: int = 1,
         runner: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         for label, fn in (("init_state", init_state), ("push", push)):
             if not callable(fn):
                 raise ConfigError(f"stateful_transform {name!r}: {label} must be callable, got {fn!r}")
-        super().__init__(parallelism=parallelism, runner=runner, name=name)
+        super().__init__(parallelism=parallelism, runner=runner, name=name, timeout_s=timeout_s)
         self.init_state = init_state
         self.push_fn = push
         self.flush_fn = flush

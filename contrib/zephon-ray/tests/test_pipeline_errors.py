@@ -28,7 +28,7 @@ def test_worker_exception_names_operator_and_sample():
     with p, pytest.raises(OperatorError) as info:
         list(p)
     msg = str(info.value)
-    assert "operator 'map_transform' (worker) failed" in msg
+    assert "operator 'fail_on_seven' (worker) failed" in msg
     assert "seven is not allowed" in msg and "ValueError" in msg
     assert SAMPLE_SEVEN in msg, "the ItemFailure index must narrow the error to the one failing sample"
     assert time.monotonic() - t0 < 60
@@ -44,7 +44,7 @@ def test_crashed_actor_surfaces_as_worker_crashed_error_within_seconds():
     with p:
         it = iter(p)
         t0 = time.monotonic()
-        with pytest.raises(WorkerCrashedError, match=r"Ray actor of operator 'map_transform' died"):
+        with pytest.raises(WorkerCrashedError, match=r"Ray actor of operator 'die_on_seven' died"):
             list(it)
         assert time.monotonic() - t0 < 30  # includes starting the actors
 
@@ -78,7 +78,7 @@ def test_unpicklable_worker_is_a_config_error_naming_the_operator():
             return payload
 
     p = Pipeline(ray_helpers.numbers()).map_transform(locked).batch(4).options(runner="ray")
-    with pytest.raises(ConfigError, match=r"operator 'map_transform'.*cannot be pickled for the ray runner"):
+    with pytest.raises(ConfigError, match=r"operator 'locked'.*cannot be pickled for the ray runner"):
         iter(p)
     p.close()
 
