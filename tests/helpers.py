@@ -58,3 +58,41 @@ class FailingShardReader:
                 return super().read(shard, indices)
 
         return _Reader([{"i": i} for i in range(40)], 10)
+
+
+def sleepy(payload: dict[str, Any]) -> dict[str, Any]:
+    """2 ms per record: a deliberately slow step."""
+    time.sleep(0.002)
+    return payload
+
+
+def quick(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload
+
+
+def sleepy_collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    import numpy as np
+
+    time.sleep(0.002 * len(rows))
+    return {"i": np.array([r["i"] for r in rows])}
+
+
+def slow_push(state: dict[str, Any], payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stateful step whose accumulator (serial) is slow."""
+    time.sleep(0.002)
+    return [payload]
+
+
+class SlowReader:
+    """Builds a memory reader that takes 2 ms per sample (module level: picklable)."""
+
+    @staticmethod
+    def make(n: int) -> Any:
+        from zephon_core.work.readers import MemoryReader
+
+        class _Reader(MemoryReader):
+            def read(self, shard: int, indices: Any) -> list[dict[str, Any]]:
+                time.sleep(0.002 * len(indices))
+                return super().read(shard, indices)
+
+        return _Reader([{"i": i} for i in range(n)], 500)

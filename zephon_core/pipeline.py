@@ -9,6 +9,7 @@ Fetch (first) and batch (last) are the kernel's own stages, configured with ``.f
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -18,8 +19,10 @@ from zephon_core.errors import CheckpointError, ConfigError, PluginError, Zephon
 from zephon_core.ops.contract import Lineage, Operator, Payload, check_timeout
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
 from zephon_core.runtime.batch import BatchSpec, Collate
+from zephon_core.runtime.diagnose import Diagnosis, diagnose
 from zephon_core.runtime.engine import Engine, StagePlan
 from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
+from zephon_core.runtime.metrics import TimedWorker, windowed
 from zephon_core.runtime.replay import LaneStart
 from zephon_core.runtime.runners import Executor
 from zephon_core.runtime.types import SampleBatch
@@ -97,6 +100,7 @@ class Pipeline:
         self._skips: list[dict[str, int]] = []  # skip_global_steps log: {"step", "steps"}
         self._pending_skip = 0  # global steps still to discard when iteration starts
         self._closed = False
+        self._metric_history: collections.deque[dict[str, Any]] = collections.deque()
 
     # -- building -------------------------------------------------------------------------------
     @property
@@ -334,7 +338,7 @@ class Pipeline:
         if fn is None:
             raise PluginError(f"operator {plan.spec.name!r} declares a worker but worker() returned None")
         runner = self.plugins.registry.get("runner", plan.runner).load()()
-        return runner.start(fn, plan.parallelism, plan.spec.name)
+        return runner.start(TimedWorker(fn), plan.parallelism, plan.spec.name)
 
     def describe_samples(self, lineage: list[Lineage]) -> str:
         """Names the source samples behind some lineage, for error messages."""
@@ -542,6 +546,30 @@ class Pipeline:
         """The dataset of every source sample behind each row of ``batch`` (read from the ids)."""
         names: Sequence[str] = [d.name for d in self.source.datasets]
         return [[names[dataset_of(sid)] for sid in lin] for lin in batch.lineage]
+
+    def metrics(self, window_s: float = 10.0) -> dict[str, Any]:
+        """A JSON-compatible snapshot of live metrics: cumulative counters per step, plus rates and
+        fractions (worker busy, input wait, output blocked, consumer wait) over the last ``window_s``.
+
+        Returns an empty structure before the pipeline starts.
+        """
+        eng = self._engine
+        if eng is None:
+            return {"elapsed_s": 0.0, "stages": [], "source": {"chunks": 0}, "consumer": {}, "window": {}}
+        snap = eng.metrics()
+        history = self._metric_history
+        ref = next((h for h in history if snap["elapsed_s"] - h["elapsed_s"] <= window_s), None)
+        if not history or snap["elapsed_s"] - history[-1]["elapsed_s"] >= 0.25:
+            history.append(snap)
+            while history and snap["elapsed_s"] - history[0]["elapsed_s"] > 4 * window_s:
+                history.popleft()
+        return snap | {"window": windowed(snap, ref if ref is not snap else None)}
+
+    def diagnose(self, window_s: float = 10.0) -> Diagnosis:
+        """Which step limits throughput, the evidence, and what to change (``str()`` is the sentence)."""
+        if self._engine is None:
+            raise ZephonError("diagnose() needs a running pipeline: iterate it first")
+        return diagnose(self.metrics(window_s)["window"])
 
     def stats(self) -> dict[str, Any]:
         """Run facts: records left over in partial microbatches per lane when the data ended, and which

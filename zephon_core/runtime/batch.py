@@ -10,6 +10,7 @@ is the stage's worker, so it runs on the pipeline's runner like any operator's w
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -172,6 +173,7 @@ class BatchStage(Stage):
         describe_samples: Callable[[list[Lineage]], str],
         runner: str = "",
         timeout_s: float | None = None,
+        parallelism: int = 1,
     ) -> None:
         super().__init__(
             spec,
@@ -184,6 +186,7 @@ class BatchStage(Stage):
             describe_samples=describe_samples,
             runner=runner,
             timeout_s=timeout_s,
+            parallelism=parallelism,
         )
         self.batch = spec
         self.starts = starts
@@ -198,8 +201,10 @@ class BatchStage(Stage):
 
     def _on_data(self, msg: Message) -> None:
         records: Records = msg.body
+        t0 = time.perf_counter()
         try:
             emitted = self._lane(msg.lane).push(records, msg.window)
+            self.metrics.acc_busy_s += time.perf_counter() - t0
         except Exception as exc:
             raise self._error("accumulator", msg.lane, records.lineage, exc) from exc
         self._submit(msg, list(emitted))

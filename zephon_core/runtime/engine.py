@@ -114,6 +114,7 @@ class Engine:
                         describe_samples=describe_samples,
                         runner=plan.runner,
                         timeout_s=plan.timeout_s,
+                        parallelism=plan.parallelism,
                     )
                 else:
                     stage = Stage(
@@ -123,11 +124,13 @@ class Engine:
                         describe_samples=describe_samples,
                         runner=plan.runner,
                         timeout_s=plan.timeout_s,
+                        parallelism=plan.parallelism,
                     )
                 self.stages.append(stage)
         except BaseException:
             self.close()
             raise
+        self.started_at = time.monotonic()
         self.feeder_thread = threading.Thread(target=self.feeder.run, name="zephon-feeder", daemon=True)
         for st in self.stages:
             st.start()
@@ -158,6 +161,33 @@ class Engine:
         return {
             lane: lane_state(lane, self.mux.resume[lane], self.mux.delivered[lane], self.layout, self.flush_every)
             for lane in self.lanes
+        }
+
+    def metrics(self) -> dict[str, Any]:
+        """A JSON-compatible snapshot of every stage's cumulative counters (see :mod:`runtime.metrics`)."""
+        stages = []
+        for st in self.stages:
+            m = st.metrics
+            stages.append(
+                {
+                    "name": m.name,
+                    "runner": m.runner,
+                    "parallelism": m.parallelism,
+                    "has_worker": st.executor is not None,
+                    **m.counters(),
+                    "bytes_in": getattr(st.inbound, "total_bytes", 0),
+                    "bytes_out": getattr(st.outbound, "total_bytes", 0),
+                    "queue_fill": st.inbound.qsize() / max(1, st.inbound.maxsize),
+                    "window_fill": st.pending.qsize() / max(1, st.pending.maxsize),
+                    "in_flight": st.pending.qsize(),
+                    "latency_ms": m.percentiles(),
+                }
+            )
+        return {
+            "elapsed_s": time.monotonic() - self.started_at,
+            "stages": stages,
+            "source": {"chunks": self.chunks_fed()},
+            "consumer": {"batches": self.mux.consumer.batches, "wait_s": self.mux.consumer.wait_s},
         }
 
     def chunks_fed(self) -> int:

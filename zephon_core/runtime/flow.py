@@ -58,6 +58,7 @@ class ByteQueue(queue.Queue[Any]):
         super().__init__(maxsize)
         self.max_bytes = max_bytes
         self.bytes = 0
+        self.total_bytes = 0
         self.bytes_per_record = 0.0
         self._sizes: collections.deque[int] = collections.deque()
 
@@ -69,7 +70,8 @@ class ByteQueue(queue.Queue[Any]):
 
     def _put(self, item: Any) -> None:
         body = getattr(item, "body", None)
-        size = message_nbytes(body) if self.max_bytes is not None else 0
+        size = message_nbytes(body)
+        self.total_bytes += size
         records = len(getattr(body, "payloads", None) or ())
         if records:  # a running mean, read by the fetch stage to size its read groups
             self.bytes_per_record = (

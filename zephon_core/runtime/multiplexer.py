@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import collections
 import queue
+import time
 from collections.abc import Iterator, Mapping
 
 from zephon_core.errors import ZephonError
 from zephon_core.runtime.context import Context, Stopped
 from zephon_core.runtime.messages import Kind, Message
+from zephon_core.runtime.metrics import ConsumerMetrics
 from zephon_core.runtime.replay import LaneStart, ResumePoint
 from zephon_core.runtime.types import SampleBatch
 
@@ -44,6 +46,7 @@ class Multiplexer:
         self.pos = lanes.index(fewest)
         self.finished = False
         self.started = False
+        self.consumer = ConsumerMetrics()
 
     @property
     def next_lane(self) -> int:
@@ -99,7 +102,10 @@ class Multiplexer:
             raise ZephonError("the pipeline was closed; build a new Pipeline to iterate again")
         if self.pos == 0 or not self.started:
             # A round starts only when every lane in it has a microbatch: ranks yield whole rounds.
-            if not all(self._available(lane) for lane in self.lanes[self.pos :]):
+            t0 = time.perf_counter()
+            ok = all(self._available(lane) for lane in self.lanes[self.pos :])
+            self.consumer.wait_s += time.perf_counter() - t0
+            if not ok:
                 self.finished = True
                 if self.fresh and not self.started:
                     self._too_small()
@@ -108,6 +114,7 @@ class Multiplexer:
         lane = self.lanes[self.pos]
         batch = self.ready[lane].popleft()
         self.delivered[lane] += 1
+        self.consumer.batches += 1
         if batch.resume is not None:
             self.resume[lane] = batch.resume
         self.pos = (self.pos + 1) % len(self.lanes)

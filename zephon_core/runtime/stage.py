@@ -28,6 +28,7 @@ from zephon_core.hashing import mix64
 from zephon_core.ops.contract import Emitted, Lineage, Records, Traits, Work, WorkerFn
 from zephon_core.runtime.context import Context, Stopped
 from zephon_core.runtime.messages import Kind, Message
+from zephon_core.runtime.metrics import StageMetrics, Timed
 from zephon_core.runtime.runners import Executor
 
 
@@ -76,10 +77,12 @@ class Stage:
         describe_samples: Callable[[list[Lineage]], str],
         runner: str = "",
         timeout_s: float | None = None,
+        parallelism: int = 1,
     ) -> None:
         self.spec = spec
         self.name = spec.name
         self.runner = runner
+        self.metrics = StageMetrics(spec.name, runner, parallelism)
         self.timeout_s = timeout_s
         self._busy: tuple[float, int, list[Lineage]] | None = None
         self.executor = executor
@@ -129,9 +132,13 @@ class Stage:
         return acc
 
     def _accumulate(self) -> None:
+        m = self.metrics
         while True:
+            t0 = time.perf_counter()
             msg = self.ctx.get(self.inbound)
+            m.wait_input_s += time.perf_counter() - t0
             if msg.kind is Kind.DATA:
+                m.records_in += len(msg.body) if hasattr(msg.body, "__len__") else 1
                 self._on_data(msg)
             elif msg.kind is Kind.FLUSH:
                 self._on_flush(msg)
@@ -142,8 +149,10 @@ class Stage:
                 return
 
     def _on_data(self, msg: Message) -> None:
+        t0 = time.perf_counter()
         try:
             emitted = self._acc(msg.lane).push(msg.body)
+            self.metrics.acc_busy_s += time.perf_counter() - t0
         except Exception as exc:
             lin = getattr(msg.body, "lineage", None) or []
             raise self._error("accumulator", msg.lane, lin, exc) from exc
@@ -152,10 +161,12 @@ class Stage:
     def _on_flush(self, msg: Message) -> None:
         acc = self.accs.get(msg.lane)
         if acc is not None:
+            t0 = time.perf_counter()
             try:
                 emitted = acc.flush()
             except Exception as exc:
                 raise self._error("flush", msg.lane, [], exc) from exc
+            self.metrics.acc_busy_s += time.perf_counter() - t0
             self._submit(msg, emitted)
             if self.spec.traits.resets_on_flush:
                 del self.accs[msg.lane]
@@ -176,9 +187,12 @@ class Stage:
                 self._busy = (now, msg.lane, item.lineage)  # the inline runner runs the task right here
                 fut = self.executor.submit(item.task)
                 self._busy = None
-                self.ctx.put(self.pending, Pending(out, fut, item, now))
+                pending = Pending(out, fut, item, now)
             else:
-                self.ctx.put(self.pending, Pending(out.with_body(item)))
+                pending = Pending(out.with_body(item))
+            t0 = time.perf_counter()
+            self.ctx.put(self.pending, pending)
+            self.metrics.window_full_s += time.perf_counter() - t0
 
     # -- emitter side ----------------------------------------------------------------------
     def _emit(self) -> None:
@@ -197,11 +211,18 @@ class Stage:
                     raise
                 except BaseException as exc:
                     raise self._error("worker", msg.lane, p.work.lineage, exc) from exc
+                if isinstance(result, Timed):
+                    self.metrics.task_done(result)
+                    result = result.result
                 body = self._convert(msg, result, p.work)
                 if body is None:
                     continue
                 msg = msg.with_body(body)
+            if msg.kind is Kind.DATA:
+                self.metrics.records_out += len(msg.body) if hasattr(msg.body, "__len__") else 1
+            t0 = time.perf_counter()
             ctx.put(self.outbound, msg)
+            self.metrics.blocked_output_s += time.perf_counter() - t0
             if msg.kind is Kind.STOP:
                 return
 

@@ -1,0 +1,84 @@
+"""Name the bottleneck: which step limits throughput, why, and what to change.
+
+A pipeline is a chain of stages with bounded queues between them, so the slowest link shows itself:
+its workers (or its accumulator) are busy nearly all the time, and the stage after it waits for input
+while the stages before it are held back. When the pipeline keeps up with the training loop, the
+loop itself is the bottleneck: the consumer hardly ever waits for a batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CONSUMER_BOUND = 0.10
+"""Below this fraction of time waiting for batches, the training loop (not the pipeline) is the limit."""
+
+BUSY = 0.50
+"""A stage busier than this (workers or accumulator) can be the limit."""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The culprit (``stage``: a step's name, ``"consumer"`` or ``"source"``), why, and what to change.
+
+    ``str()`` is the human sentence; ``evidence`` holds the figures it rests on.
+    """
+
+    stage: str
+    reason: str
+    suggestion: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.stage}: {self.reason} → {self.suggestion}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def diagnose(window: dict[str, Any]) -> Diagnosis:
+    """Find the limiting stage from windowed metrics (``zephon_core.runtime.metrics.windowed``)."""
+    stages = window["stages"]
+    consumer_wait = window["consumer"]["wait"]
+    if consumer_wait < CONSUMER_BOUND:
+        return Diagnosis(
+            "consumer",
+            f"the training loop waited for data only {_pct(consumer_wait)} of the time",
+            "the pipeline keeps up; speed up the training step (more data-loading resources will not help)",
+            {"consumer_wait": consumer_wait},
+        )
+    # A stage's load: its workers' busy fraction, or its accumulator's when it has no workers (or the
+    # accumulator is the busier half, e.g. a heavy shuffle or packing decision).
+    load = [max(s["worker_busy"], s["accumulator_busy"]) for s in stages]
+    best = max(range(len(stages)), key=lambda i: (load[i], -i)) if stages else -1
+    if best < 0 or load[best] < BUSY:
+        return Diagnosis(
+            "source",
+            f"no stage is busy (the busiest is {_pct(max(load, default=0))}) yet the training loop waits "
+            f"{_pct(consumer_wait)} of the time",
+            "the work source (computing chunks) or the queues are the limit: use larger chunks or a deeper queue_depth",
+            {"consumer_wait": consumer_wait, "load": dict(zip((s["name"] for s in stages), load))},
+        )
+    s = stages[best]
+    after = stages[best + 1] if best + 1 < len(stages) else None
+    evidence = {
+        "worker_busy": s["worker_busy"],
+        "accumulator_busy": s["accumulator_busy"],
+        "input_wait": s["input_wait"],
+        "next_stage_input_wait": after["input_wait"] if after else consumer_wait,
+        "consumer_wait": consumer_wait,
+    }
+    starving = f"the next stage starves {_pct(evidence['next_stage_input_wait'])} of the time"
+    if s["worker_busy"] >= s["accumulator_busy"]:
+        reason = f"workers busy {_pct(s['worker_busy'])}, its input waits {_pct(s['input_wait'])}, {starving}"
+        suggestion = (
+            "raise its parallelism or read with more threads (fetch(parallelism=...))"
+            if s["name"] == "fetch"
+            else "raise its parallelism, or use the processes runner if it holds the GIL"
+        )
+    else:
+        reason = f"its serial accumulator is busy {_pct(s['accumulator_busy'])}, {starving}"
+        suggestion = "move work from the accumulator into the worker function (the accumulator cannot run in parallel)"
+    return Diagnosis(s["name"], reason, suggestion, evidence)

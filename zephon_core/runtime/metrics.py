@@ -1,0 +1,144 @@
+"""Live metrics of a running pipeline: cheap counters per stage, snapshots, and windowed rates.
+
+Every stage keeps cumulative counters (records and bytes in and out, tasks, time its workers were
+busy, time its accumulator waited for input or was blocked on output). They cost a few additions per
+message and per task, so they are always on. A snapshot copies them; rates and fractions over a
+sliding window come from the difference between two snapshots. Worker time is measured where the
+worker runs (:class:`TimedWorker` wraps the function for every runner), so it is right for threads,
+processes and Ray alike.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from zephon_core.ops.contract import WorkerFn
+
+LATENCY_SAMPLES = 2048
+"""Task durations kept per stage for the percentiles (the most recent ones)."""
+
+TRACE_EVENTS = 200_000
+"""Task spans kept per stage for a trace (the most recent ones)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """A worker's result with when and where it ran (``perf_counter`` seconds of the worker's host)."""
+
+    result: Any
+    start: float
+    end: float
+    worker: str
+
+
+@dataclass(frozen=True, slots=True)
+class TimedWorker:
+    """Wraps a worker function so every task reports its own duration, on any runner."""
+
+    fn: WorkerFn
+
+    @property
+    def __wrapped__(self) -> WorkerFn:
+        return self.fn
+
+    def __call__(self, task: Any) -> Timed:
+        start = time.time()
+        result = self.fn(task)
+        return Timed(result, start, time.time(), f"{os.getpid()}:{threading.get_ident()}")
+
+
+class StageMetrics:
+    """Cumulative counters of one stage (see the module docstring)."""
+
+    def __init__(self, name: str, runner: str, parallelism: int) -> None:
+        self.name = name
+        self.runner = runner
+        self.parallelism = parallelism
+        self.lock = threading.Lock()
+        self.records_in = 0
+        self.records_out = 0
+        self.tasks = 0
+        self.busy_s = 0.0
+        self.acc_busy_s = 0.0
+        self.wait_input_s = 0.0
+        self.window_full_s = 0.0
+        self.blocked_output_s = 0.0
+        self.latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_SAMPLES)
+        self.trace: collections.deque[tuple[float, float, str]] | None = None
+
+    def task_done(self, timed: Timed) -> None:
+        d = max(0.0, timed.end - timed.start)
+        with self.lock:
+            self.tasks += 1
+            self.busy_s += d
+            self.latencies.append(d)
+            if self.trace is not None:
+                self.trace.append((timed.start, timed.end, timed.worker))
+
+    def counters(self) -> dict[str, float]:
+        """The cumulative counters (for windowed differences)."""
+        return {
+            "records_in": self.records_in,
+            "records_out": self.records_out,
+            "tasks": self.tasks,
+            "busy_s": self.busy_s,
+            "acc_busy_s": self.acc_busy_s,
+            "wait_input_s": self.wait_input_s,
+            "window_full_s": self.window_full_s,
+            "blocked_output_s": self.blocked_output_s,
+        }
+
+    def percentiles(self) -> dict[str, float]:
+        with self.lock:
+            lat = sorted(self.latencies)
+        if not lat:
+            return {"p50": 0.0, "p90": 0.0, "p99": 0.0}
+        pick = lambda q: 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731 - tiny local helper
+        return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99)}
+
+
+class ConsumerMetrics:
+    """The training loop's side: batches taken and time spent waiting for them."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.wait_s = 0.0
+
+
+def windowed(now: dict[str, Any], then: dict[str, Any] | None) -> dict[str, Any]:
+    """Rates and fractions between two snapshots (``then`` None: since the start)."""
+    dt = max(1e-9, now["elapsed_s"] - (then["elapsed_s"] if then else 0.0))
+    old = {s["name"]: s for s in then["stages"]} if then else {}
+    stages = []
+    for s in now["stages"]:
+        o = old.get(s["name"], {})
+        d = {k: s[k] - o.get(k, 0) for k in ("records_in", "records_out", "tasks", "busy_s", "acc_busy_s")}
+        d |= {k: s[k] - o.get(k, 0) for k in ("wait_input_s", "window_full_s", "blocked_output_s")}
+        stages.append(
+            {
+                "name": s["name"],
+                "records_in_per_s": d["records_in"] / dt,
+                "records_out_per_s": d["records_out"] / dt,
+                "tasks_per_s": d["tasks"] / dt,
+                "worker_busy": min(1.0, d["busy_s"] / (dt * max(1, s["parallelism"]))) if s["has_worker"] else 0.0,
+                "accumulator_busy": min(1.0, d["acc_busy_s"] / dt),
+                "input_wait": min(1.0, d["wait_input_s"] / dt),
+                "window_full": min(1.0, d["window_full_s"] / dt),
+                "output_blocked": min(1.0, d["blocked_output_s"] / dt),
+            }
+        )
+    c, oc = now["consumer"], (then["consumer"] if then else {"batches": 0, "wait_s": 0.0})
+    return {
+        "window_s": dt,
+        "stages": stages,
+        "consumer": {
+            "batches_per_s": (c["batches"] - oc["batches"]) / dt,
+            "wait": min(1.0, (c["wait_s"] - oc["wait_s"]) / dt),
+        },
+        "source": {"chunks_per_s": (now["source"]["chunks"] - (then["source"]["chunks"] if then else 0)) / dt},
+    }
