@@ -86,3 +86,16 @@ def test_metrics_snapshot_is_json_and_counts_records():
 def test_diagnose_needs_a_running_pipeline():
     with pytest.raises(ZephonError, match="iterate it first"):
         _pipeline("none").diagnose()
+
+
+def test_a_trace_of_worker_tasks_is_valid_chrome_trace_json():
+    p = _pipeline("none").options(trace=True)
+    with p:
+        it = iter(p)
+        for _ in range(40):
+            next(it)
+        trace = json.loads(json.dumps(p.trace()))
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["name"] for e in spans} >= {"fetch", "first", "second", "batch"}
+    assert all(e["dur"] >= 0 and e["ts"] > 0 for e in spans)
+    assert any(e["ph"] == "M" for e in trace["traceEvents"])

@@ -53,6 +53,7 @@ class Options:
     queue_depth: int = 4
     timeout_s: float | None = None
     max_inflight_bytes: int | None = 128 * 2**20
+    trace: bool = False
 
     def validate(self) -> None:
         check_timeout(self.timeout_s, "option")
@@ -386,6 +387,8 @@ class Pipeline:
             queue_depth=self._opts.queue_depth,
             max_inflight_bytes=self._opts.max_inflight_bytes,
         )
+        if self._opts.trace:
+            self._engine.record_trace()
         return self._engine
 
     def __iter__(self) -> Iterator[SampleBatch]:
@@ -564,6 +567,15 @@ class Pipeline:
             while history and snap["elapsed_s"] - history[0]["elapsed_s"] > 4 * window_s:
                 history.popleft()
         return snap | {"window": windowed(snap, ref if ref is not snap else None)}
+
+    def trace(self) -> dict[str, Any]:
+        """Worker task spans recorded since the pipeline started, as a Chrome/Perfetto trace (JSON data).
+
+        Recording is switched on by ``options(trace=True)``; it keeps the last 200,000 tasks per step.
+        """
+        if self._engine is None:
+            raise ZephonError("trace() needs a running pipeline: iterate it first")
+        return self._engine.trace()
 
     def diagnose(self, window_s: float = 10.0) -> Diagnosis:
         """Which step limits throughput, the evidence, and what to change (``str()`` is the sentence)."""

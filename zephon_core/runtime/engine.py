@@ -13,6 +13,7 @@ follow demand. The engine only wires; each part lives in its own module.
 
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 import time
@@ -27,6 +28,7 @@ from zephon_core.runtime.feeder import Feeder
 from zephon_core.runtime.fetch import FetchStage
 from zephon_core.runtime.flow import ByteQueue
 from zephon_core.runtime.messages import Message
+from zephon_core.runtime.metrics import TRACE_EVENTS, chrome_trace
 from zephon_core.runtime.multiplexer import Multiplexer
 from zephon_core.runtime.replay import LaneStart, lane_state
 from zephon_core.runtime.runners import Executor
@@ -189,6 +191,15 @@ class Engine:
             "source": {"chunks": self.chunks_fed()},
             "consumer": {"batches": self.mux.consumer.batches, "wait_s": self.mux.consumer.wait_s},
         }
+
+    def record_trace(self, on: bool = True) -> None:
+        """Start (or stop) keeping every task's span for :meth:`trace`."""
+        for st in self.stages:
+            st.metrics.trace = collections.deque(maxlen=TRACE_EVENTS) if on else None
+
+    def trace(self) -> dict[str, Any]:
+        """The recorded task spans as a Chrome trace (see :func:`~zephon_core.runtime.metrics.chrome_trace`)."""
+        return chrome_trace([st.metrics for st in self.stages])
 
     def chunks_fed(self) -> int:
         """Chunks the feeder has sent into the pipeline so far (for back-pressure checks and metrics)."""

@@ -142,3 +142,29 @@ def windowed(now: dict[str, Any], then: dict[str, Any] | None) -> dict[str, Any]
         },
         "source": {"chunks_per_s": (now["source"]["chunks"] - (then["source"]["chunks"] if then else 0)) / dt},
     }
+
+
+def chrome_trace(stages: list[StageMetrics], pid_names: bool = True) -> dict[str, Any]:
+    """The recorded task spans of ``stages`` as a Chrome/Perfetto trace (``chrome://tracing``, ui.perfetto.dev).
+
+    One row per worker (process:thread), one complete event ("ph": "X") per task, named after its step.
+    """
+    events: list[dict[str, Any]] = []
+    tids: dict[str, int] = {}
+    for m in stages:
+        for start, end, worker in list(m.trace or ()):
+            tid = tids.setdefault(f"{m.name} {worker}", len(tids) + 1)
+            events.append(
+                {
+                    "name": m.name,
+                    "cat": m.runner,
+                    "ph": "X",
+                    "ts": start * 1e6,
+                    "dur": (end - start) * 1e6,
+                    "pid": 1,
+                    "tid": tid,
+                }
+            )
+    if pid_names:
+        events += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": n}} for n, t in tids.items()]
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
