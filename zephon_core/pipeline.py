@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -41,7 +42,9 @@ class Options:
 
     ``timeout_s`` is the default limit for one task of every step that does not set its own (None:
     no limit); fetch defaults to :data:`~zephon_core.runtime.fetch.FETCH_TIMEOUT_S`.
-    ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
+    ``autotune=True`` lets the pipeline raise the parallelism of whichever step limits throughput
+    while it runs, within ``cpu_budget`` workers in all (default: the machine's CPU count); the data
+    is the same whatever it chooses. ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
     read in groups of at most 1/32 of it), so large records do not multiply memory by queue depths.
     """
 
@@ -54,9 +57,14 @@ class Options:
     timeout_s: float | None = None
     max_inflight_bytes: int | None = 128 * 2**20
     trace: bool = False
+    autotune: bool = False
+    cpu_budget: int | None = None
 
     def validate(self) -> None:
         check_timeout(self.timeout_s, "option")
+        c = self.cpu_budget
+        if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
+            raise ConfigError(f"option cpu_budget must be an int >= 1 (workers the autotuner may use), got {c!r}")
         b = self.max_inflight_bytes
         if b is not None and (not isinstance(b, int) or isinstance(b, bool) or b < 2**20):
             raise ConfigError(f"option max_inflight_bytes must be an int >= 1 MiB (or None: no byte bound), got {b!r}")
@@ -275,8 +283,14 @@ class Pipeline:
         used to turn token weights into sample weights, and stored in every checkpoint so a resumed
         run, on any world size, draws exactly the same samples. Estimates restored from a checkpoint
         or given to the source are kept as they are. Returns None when the source mixes by samples.
+
+        Sources that size chunks in tokens (``token_estimates_use``: ``"required"`` for
+        ``chunk_size="auto"``, ``"optional"`` for the default chunk size) are calibrated too; for
+        ``"optional"`` a pipeline without a tokenizer simply gets None.
         """
-        if self.source.mixing_unit != "tokens":
+        tokens = self.source.mixing_unit == "tokens"
+        use = "required" if tokens else getattr(self.source, "token_estimates_use", None)
+        if use is None:
             return None
         if self._token_estimates is None:
             given = getattr(self.source, "tokens_per_sample", None)
@@ -293,24 +307,35 @@ class Pipeline:
                             raise PluginError(f"operator {op.name!r} gave bad token estimates: {exc}") from exc
                         break
                 else:
+                    if use != "required":
+                        return None
+                    need = "mixes by tokens" if tokens else "sizes chunks in tokens (chunk_size='auto')"
                     raise ConfigError(
-                        "the work source mixes by tokens but no operator can estimate tokens per sample: add a "
+                        f"the work source {need} but no operator can estimate tokens per sample: add a "
                         "tokenizer operator (e.g. .tokenize(...)) or give the source tokens_per_sample="
                     )
         return dict(self._token_estimates)
 
     def _active_source(self) -> WorkSource:
-        lanes = self._opts.lanes
-        if self._active is None or getattr(self._active, "num_lanes", lanes) != lanes:
-            est = self.calibrate()
-            self._active = self._bind_lanes(self.source if est is None else self.source.with_token_estimates(est))
+        lanes, k = self._opts.lanes, self._opts.flush_every_k_chunks
+        active = self._active
+        if active is None or (getattr(active, "num_lanes", lanes), getattr(active, "flush_every", k)) != (lanes, k):
+            self._active = self._configure(self.source, self.calibrate())
         return self._active
 
-    def _bind_lanes(self, source: WorkSource) -> WorkSource:
-        """A source that deals its draws to lanes (``with_lanes``, e.g. the scheduled mixture) gets this
-        pipeline's lanes; the lanes are in the fingerprint already."""
-        bind = getattr(source, "with_lanes", None)
-        return bind(self._opts.lanes) if callable(bind) else source
+    def _configure(self, source: WorkSource, estimates: dict[str, float] | None) -> WorkSource:
+        """``source`` as this pipeline runs it: with the frozen token estimates when it uses them, and
+        bound to the pipeline's lanes (``with_lanes``) and window (``with_window``) when it asks for
+        them. Lanes and window are in the fingerprint already."""
+        if estimates is not None and (source.mixing_unit == "tokens" or getattr(source, "token_estimates_use", None)):
+            source = source.with_token_estimates(estimates)
+        lanes = getattr(source, "with_lanes", None)
+        if callable(lanes):
+            source = lanes(self._opts.lanes)
+        window = getattr(source, "with_window", None)
+        if callable(window):
+            source = window(self._opts.flush_every_k_chunks)
+        return source
 
     def _feed_source(self, source: WorkSource, layout: LaneLayout) -> WorkSource:
         """What the feeder reads: ``source`` with reader prefetch, paced by the update lead if steerable."""
@@ -386,6 +411,7 @@ class Pipeline:
             view,
             queue_depth=self._opts.queue_depth,
             max_inflight_bytes=self._opts.max_inflight_bytes,
+            autotune_budget=(self._opts.cpu_budget or os.cpu_count() or 1) if self._opts.autotune else None,
         )
         if self._opts.trace:
             self._engine.record_trace()
@@ -694,14 +720,13 @@ class Pipeline:
             load({int(k): v.get("source") or {} for k, v in state["lanes"].items()})
 
     def _restored_source(self, state: Mapping[str, Any], estimates: dict[str, float] | None) -> WorkSource | None:
-        """A copy of the source as the checkpoint leaves it (validates its state; None: no lane state)."""
-        if not callable(getattr(self.source, "load_lane_state_dicts", None)):
+        """A configured copy of the source as the checkpoint leaves it (validating its state on the copy), or
+        None when configuring gives the source itself (nothing to bind: the caller checks the source)."""
+        probe = self._configure(self.source, estimates)
+        if probe is self.source:
             return None
-        probe = self._bind_lanes(self.source)
         source_state = dict(state.get("source") or {})
         source_state.pop("tokens_per_sample", None)
         probe.load_state_dict(source_state)
         self._load_lane_sources(probe, state)
-        if estimates is not None and probe.mixing_unit == "tokens":
-            probe = probe.with_token_estimates(estimates)
         return probe

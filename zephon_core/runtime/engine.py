@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zephon_core.ops.contract import Lineage
+from zephon_core.runtime.autotune import AutoTuner
 from zephon_core.runtime.batch import BatchSpec, BatchStage
 from zephon_core.runtime.context import Context
 from zephon_core.runtime.feeder import Feeder
@@ -67,6 +68,7 @@ class Engine:
         view: the training view applied by ``SampleBatch.to_training()``.
         queue_depth: items per queue between stages.
         max_inflight_bytes: the byte budget shared by the queues (None: count items only).
+        autotune_budget: when set, an :class:`AutoTuner` adjusts parallelism within this many workers.
     """
 
     def __init__(
@@ -84,6 +86,7 @@ class Engine:
         view: Callable[[dict[str, Any]], dict[str, Any]] | None,
         queue_depth: int = 4,
         max_inflight_bytes: int | None = None,
+        autotune_budget: int | None = None,
     ) -> None:
         self.layout = layout
         self.lanes = layout.owned
@@ -133,10 +136,13 @@ class Engine:
             self.close()
             raise
         self.started_at = time.monotonic()
+        self.tuner = AutoTuner(self.stages, self.metrics, autotune_budget) if autotune_budget else None
         self.feeder_thread = threading.Thread(target=self.feeder.run, name="zephon-feeder", daemon=True)
         for st in self.stages:
             st.start()
         self.feeder_thread.start()
+        if self.tuner is not None:
+            self.tuner.start()
 
     # -- consumer side ---------------------------------------------------------------------------
     def __iter__(self) -> Engine:
@@ -185,8 +191,10 @@ class Engine:
                     "latency_ms": m.percentiles(),
                 }
             )
+        tuner = getattr(self, "tuner", None)
         return {
             "elapsed_s": time.monotonic() - self.started_at,
+            "autotune": tuner.report() if tuner is not None else None,
             "stages": stages,
             "source": {"chunks": self.chunks_fed()},
             "consumer": {"batches": self.mux.consumer.batches, "wait_s": self.mux.consumer.wait_s},
@@ -212,6 +220,8 @@ class Engine:
         user function (a hung task): it is a daemon thread and is abandoned after the grace period.
         """
         self.ctx.stop.set()
+        if getattr(self, "tuner", None) is not None:
+            self.tuner.stop()
         deadline = time.monotonic() + grace_s
         threads = [t for st in self.stages for t in st.threads]
         thread = getattr(self, "feeder_thread", None)

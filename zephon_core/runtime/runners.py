@@ -70,12 +70,27 @@ class _ThreadExecutor:
 
     def __init__(self, fn: WorkerFn, parallelism: int, label: str) -> None:
         self._fn = fn
+        self._label = label
         self._tasks: queue.SimpleQueue[tuple[Future[Any], Any] | None] = queue.SimpleQueue()
-        self._threads = [
-            threading.Thread(target=self._serve, name=f"zephon-{label}-{i}", daemon=True) for i in range(parallelism)
-        ]
-        for t in self._threads:
+        self._threads: list[threading.Thread] = []
+        self.resize(parallelism)
+
+    @property
+    def parallelism(self) -> int:
+        return len(self._threads)
+
+    def resize(self, parallelism: int) -> None:
+        """Run ``parallelism`` workers from now on (the autotuner's knob; never changes any output).
+
+        Shrinking asks surplus workers to stop after their current task (one ``None`` each).
+        """
+        while len(self._threads) < parallelism:
+            t = threading.Thread(target=self._serve, name=f"zephon-{self._label}-{len(self._threads)}", daemon=True)
+            self._threads.append(t)
             t.start()
+        while len(self._threads) > max(1, parallelism):
+            self._threads.pop()
+            self._tasks.put(None)
 
     def _serve(self) -> None:
         while True:
