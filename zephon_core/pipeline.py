@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zephon_core import checkpoint as ckpt
+from zephon_core.builder_methods import make_method
 from zephon_core.errors import CheckpointError, ConfigError, PluginError, ZephonError
 from zephon_core.ops.contract import Lineage, Operator, Payload, check_timeout
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
@@ -230,13 +231,17 @@ class Pipeline:
         return self
 
     def __getattr__(self, name: str) -> Callable[..., Pipeline]:
+        """A builder method for each registered operator, with the operator's own signature and docstring."""
         if name.startswith("_"):
             raise AttributeError(name)
         try:
-            self.plugins.registry.get("operator", name)
+            reg = self.plugins.registry.get("operator", name)
         except PluginError as exc:
             raise AttributeError(f"Pipeline has no method {name!r}: {exc}") from None
-        return lambda *args, **kwargs: self.apply(name, *args, **kwargs)
+        return make_method(name, reg.load(), self.apply, "Pipeline")
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self.plugins.registry.names("operator")))
 
     @property
     def operators(self) -> list[Step]:
