@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import os
-import signal
 import time
 from typing import Any
 
+from zephon_core.testing.workers import die_on_seven, fail_on_seven, hang_on_seven
 
-def fail_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
-    if payload["i"] == 7:
-        raise ValueError("seven is not allowed")
-    return payload
-
-
-def die_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
-    if payload["i"] == 7:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return payload
+__all__ = [
+    "FailingShardReader",
+    "SlowReader",
+    "die_on_seven",
+    "fail_on_seven",
+    "hang_on_seven",
+    "jitter",
+    "quick",
+    "returns_list",
+    "sleepy",
+    "sleepy_collate",
+    "slow_identity",
+    "slow_push",
+]
 
 
 def slow_identity(payload: dict[str, Any]) -> dict[str, Any]:
@@ -33,14 +37,6 @@ def jitter(payload: dict[str, Any]) -> dict[str, Any]:
     """Sleep a random few hundred microseconds (timing only; the output is the input)."""
     if os.urandom(1)[0] < 24:
         time.sleep(os.urandom(1)[0] / 100_000)
-    return payload
-
-
-def hang_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
-    """Never returns for record 7 (a hung user function)."""
-    if payload["i"] == 7:
-        while True:
-            time.sleep(0.05)
     return payload
 
 

@@ -88,3 +88,19 @@ def test_lambda_runs_on_ray():
     with p.options(runner="threads") as run:
         got = [int(x) for b in run for x in b.data["j"]]
     assert got == [3 * i for i in range(64)]
+
+
+def test_a_hung_ray_worker_times_out_and_close_returns_promptly():
+    from zephon_core.errors import OperatorTimeoutError
+
+    p = (
+        Pipeline(ray_helpers.numbers())
+        .map_transform(ray_helpers.hang_on_seven, parallelism=2, runner="ray", timeout_s=3)
+        .batch(4)
+        .options(runner="threads")
+    )
+    with pytest.raises(OperatorTimeoutError, match=r"'hang_on_seven' \(runner ray\).*timeout_s=3"):
+        list(p)
+    t0 = time.monotonic()
+    p.close()
+    assert time.monotonic() - t0 < 5

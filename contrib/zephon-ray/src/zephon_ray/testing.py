@@ -16,6 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from zephon_core import Dataset, StaticMixtureWorkSource
+from zephon_core.testing.workers import die_on_seven, fail_on_seven, hang_on_seven
+
+__all__ = [
+    "assigned_cpus",
+    "die_on_seven",
+    "die_task",
+    "double",
+    "fail_on_seven",
+    "hang_on_seven",
+    "numbers",
+    "pid_task",
+]
 
 
 def numbers(n: int = 400, chunk_size: int = 16) -> StaticMixtureWorkSource:
@@ -27,20 +39,6 @@ def numbers(n: int = 400, chunk_size: int = 16) -> StaticMixtureWorkSource:
 def double(task: list[int]) -> list[int]:
     """Each number twice (a task is a list of numbers)."""
     return [2 * x for x in task]
-
-
-def fail_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
-    """The payload, except that ``{"i": 7}`` raises (a worker bug)."""
-    if payload["i"] == 7:
-        raise ValueError("seven is not allowed")
-    return payload
-
-
-def die_on_seven(payload: dict[str, Any]) -> dict[str, Any]:
-    """The payload, except that ``{"i": 7}`` kills the worker process (a crash, out of memory)."""
-    if payload["i"] == 7:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return payload
 
 
 def pid_task(task: Any) -> list[int]:
