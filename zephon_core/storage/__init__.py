@@ -6,10 +6,17 @@ Public names (plugins import only these):
   path (in place for local data, a shared cached copy for remote data).
 * :class:`ShardCache`, :class:`CachedFile`, :func:`cache_key` — the byte-bounded, multi-process LRU
   of whole files behind it.
-* :func:`call_with_retry`, :func:`is_permanent_error`, :func:`describe_error` — how storage faults
-  are retried or reported.
-* :func:`list_data_files`, :func:`read_manifest`, :func:`write_manifest`, :func:`check_listing` — the ``_zephon_manifest.json``
-  that ``zephon index`` writes so a folder dataset knows which files it must contain.
+* :func:`call_with_retry`, :class:`RetryPolicy`, :func:`is_permanent_error`, :func:`describe_error`,
+  :class:`StallError`, :class:`TruncatedReadError` — how storage faults are retried (with a
+  per-read timeout and a deadline) or reported; ``Storage.call`` applies a root's policy.
+* :class:`RemoteFile` — a remote object as a seekable file of retried range reads (``open_remote``).
+* :func:`list_data_files`, :func:`read_manifest`, :func:`write_manifest`, :func:`check_listing`,
+  :func:`check_counts`, :func:`checksums_of` — the ``_zephon_manifest.json`` that ``zephon index``
+  writes so a dataset knows which files (sizes, sample counts, optionally checksums) it must contain.
+* :func:`checksum_of`, :func:`check_file`, :func:`file_checksums`, :func:`open_verified` — content
+  checksums (``zephon index --checksum``, reader option ``verify="checksum"``).
+* :func:`validate`, :func:`validate_shard`, :class:`Validation`, :class:`BadRecord` — ``zephon index
+  --validate``: decode every record and list the bad ones.
 * :class:`MappedFiles` — read-only memory maps of a dataset's files (decompressed through the cache
   when a reader gives a codec), kept open in a per-process LRU.
 * :class:`ByteLRU` — a thread-safe LRU bounded by bytes and entries for decoded state.
@@ -20,7 +27,8 @@ Reader base classes (a plugin writes only what its format needs):
 
 * :class:`StorageReader` — options (:data:`STORAGE_OPTIONS`, :func:`storage_kwargs`: an unknown
   option is a ``ConfigError`` naming the reader and the valid options), the :class:`Storage` root,
-  pickling to configuration with per-process state rebuilt in each worker.
+  pickling to configuration with per-process state rebuilt in each worker, and damaged data
+  (:data:`INTEGRITY_OPTIONS`: ``verify``, ``on_error``, ``max_bad_fraction``; :meth:`read_or_skip`).
 * :class:`FileReader` — one shard per data file: listing held to the manifest, open-file LRU,
   prefetching, ``zephon index`` manifests; :class:`DataFiles` recognises data files by suffix and
   detects a dataset; :func:`in_request_order` hands rows back in request order.
@@ -32,6 +40,7 @@ from __future__ import annotations
 
 from zephon_core.storage.cache import CachedFile, ShardCache, cache_key
 from zephon_core.storage.config import DEFAULT_CACHE_BYTES, default_cache_bytes, default_cache_dir, parse_bytes
+from zephon_core.storage.integrity import ChecksumMismatch, check_file, checksum_of, file_checksums, open_verified
 from zephon_core.storage.layout import (
     INDEX_FILE,
     LayoutReader,
@@ -40,31 +49,58 @@ from zephon_core.storage.layout import (
     index_path,
     parse_index_json,
 )
-from zephon_core.storage.location import FileInfo, LocalFile, Storage
+from zephon_core.storage.location import READ_BLOCK, FileInfo, LocalFile, RemoteFile, Storage
 from zephon_core.storage.lru import ByteLRU
 from zephon_core.storage.manifest import (
     MANIFEST,
     ManifestEntry,
+    check_counts,
     check_listing,
+    checksums_of,
     list_data_files,
     read_manifest,
     write_manifest,
 )
 from zephon_core.storage.mapped import MappedFiles
 from zephon_core.storage.readers import (
+    DEFAULT_MAX_BAD_FRACTION,
+    INTEGRITY_OPTIONS,
     STORAGE_OPTIONS,
     DataFiles,
     FileReader,
     StorageReader,
     in_request_order,
+    integrity_kwargs,
     is_private_path,
     split_storage_options,
     storage_kwargs,
 )
-from zephon_core.storage.retry import call_with_retry, describe_error, is_permanent_error
+from zephon_core.storage.retry import (
+    RetryPolicy,
+    StallError,
+    TruncatedReadError,
+    call_with_retry,
+    describe_error,
+    is_permanent_error,
+)
+from zephon_core.storage.validate import BadRecord, Validation, validate, validate_shard
 
 __all__ = [
     "DEFAULT_CACHE_BYTES",
+    "DEFAULT_MAX_BAD_FRACTION",
+    "INTEGRITY_OPTIONS",
+    "BadRecord",
+    "ChecksumMismatch",
+    "Validation",
+    "check_counts",
+    "check_file",
+    "checksum_of",
+    "checksums_of",
+    "file_checksums",
+    "integrity_kwargs",
+    "open_verified",
+    "validate",
+    "validate_shard",
     "INDEX_FILE",
     "ByteLRU",
     "MappedFiles",
@@ -82,6 +118,11 @@ __all__ = [
     "StorageReader",
     "cache_key",
     "call_with_retry",
+    "READ_BLOCK",
+    "RemoteFile",
+    "RetryPolicy",
+    "StallError",
+    "TruncatedReadError",
     "check_listing",
     "check_sample_indices",
     "default_cache_bytes",

@@ -5,13 +5,19 @@ Format libraries (pyarrow, vortex, ``os.pread``) are fastest on a local file, so
 ``gs://``, ``memory://``, …) is downloaded once per node into the shared :class:`ShardCache` and
 read from there. A ``Storage`` pickles to its configuration only, so a reader holding one can be
 sent to worker processes, which reconnect lazily.
+
+Every remote call goes through one :class:`~zephon_core.storage.retry.RetryPolicy` (retries with
+backoff, a per-read timeout, a deadline per call). Remote bytes are only ever read as stateless
+range requests (``fs.cat_file(path, start, end)``) of at most :data:`READ_BLOCK` bytes: a download
+that fails half-way repeats only the block that failed, and an attempt abandoned because it stalled
+shares no file object or position with the retry that replaces it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
-import shutil
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,9 +29,14 @@ from typing import Any
 from zephon_core.errors import ReaderError
 from zephon_core.storage.cache import CachedFile, ShardCache, cache_key
 from zephon_core.storage.config import default_cache_bytes, default_cache_dir, parse_bytes
-from zephon_core.storage.retry import call_with_retry, describe_error
+from zephon_core.storage.retry import RetryPolicy, TruncatedReadError, describe_error
 
-_COPY_BLOCK = 8 * 1024 * 1024
+READ_BLOCK = 16 * 1024 * 1024
+"""Largest single range request. Each must finish within ``read_timeout`` (16 MiB in 60 s is
+~280 KB/s), and a failed one costs at most this much to repeat."""
+
+_MIN_REMOTE_READ = 64 * 1024
+"""Smallest request :class:`RemoteFile` makes: footer parsers issue many tiny reads near each other."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +83,12 @@ class Storage:
             :func:`default_cache_bytes`.
         retries: attempts per storage call before a transient fault becomes an error.
         backoff: first retry delay in seconds (doubles per attempt).
+        read_timeout: longest wait, in seconds, for one read (a metadata request or one range of at
+            most :data:`READ_BLOCK` bytes) before it is abandoned and retried; None: no guard. For
+            ``s3://`` it is also the client's socket read timeout (no byte for that long), unless
+            ``storage_options["config_kwargs"]`` sets one.
+        deadline: longest time, in seconds, one storage call may take over all its retries before
+            it is a ``ReaderError`` naming the URL; None: only ``retries`` bounds it.
         prefetch_workers: threads that warm the cache in the background.
         lock_timeout: longest wait for another process downloading the same shard.
     """
@@ -85,6 +102,8 @@ class Storage:
         cache_bytes: int | str | None = None,
         retries: int = 5,
         backoff: float = 0.2,
+        read_timeout: float | None = 60.0,
+        deadline: float | None = 300.0,
         prefetch_workers: int = 2,
         lock_timeout: float = 900.0,
     ) -> None:
@@ -96,6 +115,8 @@ class Storage:
         self.cache_bytes = parse_bytes(cache_bytes) if cache_bytes is not None else default_cache_bytes()
         self.retries = int(retries)
         self.backoff = float(backoff)
+        self.read_timeout = _positive_or_none(read_timeout, "read_timeout")
+        self.deadline = _positive_or_none(deadline, "deadline")
         self.prefetch_workers = max(1, int(prefetch_workers))
         self.lock_timeout = float(lock_timeout)
         self._init_runtime()
@@ -112,8 +133,9 @@ class Storage:
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        keep = ("url", "storage_options", "cache_dir", "cache_bytes", "retries", "backoff", "prefetch_workers")
-        return {k: self.__dict__[k] for k in (*keep, "lock_timeout")} | {"_base": self._base, "_single": self._single}
+        keep = ("url", "storage_options", "cache_dir", "cache_bytes", "retries", "backoff")
+        keep += ("read_timeout", "deadline", "prefetch_workers", "lock_timeout")
+        return {k: self.__dict__[k] for k in keep} | {"_base": self._base, "_single": self._single}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         base, single = state.pop("_base"), state.pop("_single")
@@ -129,10 +151,40 @@ class Storage:
             import fsspec
 
             try:
-                self._fs, self._root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+                self._fs, self._root = fsspec.core.url_to_fs(self.url, **self._client_options())
             except Exception as exc:
                 raise ReaderError(f"cannot open {self.url!r}: {describe_error(exc)}") from exc
         return self._fs
+
+    def _client_options(self) -> dict[str, Any]:
+        """The fsspec options, with :attr:`read_timeout` as the S3 client's socket timeout when unset.
+
+        The client's timeout ends a stalled request on its own (no byte for that long), so an
+        attempt abandoned by :attr:`read_timeout` does not leave its thread waiting forever.
+        """
+        import fsspec
+
+        options = dict(self.storage_options)
+        protocol = fsspec.core.split_protocol(self.url)[0]
+        if self.read_timeout is not None and protocol in ("s3", "s3a"):
+            config = dict(options.get("config_kwargs") or {})
+            config.setdefault("read_timeout", self.read_timeout)
+            options["config_kwargs"] = config
+        return options
+
+    @property
+    def policy(self) -> RetryPolicy:
+        """How this root retries (from ``retries``, ``backoff``, ``read_timeout``, ``deadline``)."""
+        return RetryPolicy(self.retries, self.backoff, self.read_timeout, self.deadline)
+
+    def call(self, fn: Callable[[], Any], what: str, *, per_read: bool = True) -> Any:
+        """``fn()`` (one storage request about ``what``, a URL) with this root's retries and timeouts.
+
+        For readers that make their own requests through :attr:`fs`: they then survive the same
+        faults, and fail with the same ``ReaderError`` naming the URL, as Zephon's own reads.
+        ``fn`` must be safe to run again (see :func:`~zephon_core.storage.retry.call_with_retry`).
+        """
+        return self.policy.call(fn, what, per_read=per_read)
 
     @property
     def is_local(self) -> bool:
@@ -148,28 +200,66 @@ class Storage:
             self._cache = ShardCache(os.path.join(self.cache_dir, "shards"), self.cache_bytes, self.lock_timeout)
         return self._cache
 
-    def _retry(self, fn: Callable[[], Any], what: str) -> Any:
-        return call_with_retry(fn, what=what, attempts=self.retries, base_delay=self.backoff)
+    def _retry(self, fn: Callable[[], Any], what: str, *, per_read: bool = True) -> Any:
+        return self.policy.call(fn, what, per_read=per_read)
 
     def read_bytes(self, rel: str) -> bytes:
         """The whole content of a small file (an index, a manifest), read with retries."""
+        info = self.info(rel)
+        return self.read_range(info.rel, 0, info.size, info)
 
-        def fetch() -> bytes:
-            with self.fs.open(self.full_path(rel), "rb") as f:
-                return f.read()
+    def read_range(self, rel: str, start: int, end: int, info: FileInfo | None = None) -> bytes:
+        """Bytes ``[start, end)`` of ``rel``: range requests of at most :data:`READ_BLOCK`, each retried.
 
-        return self._retry(fetch, self.url_of(rel))
+        A short answer (a truncated body the client did not notice) is a transient fault and the
+        block is asked for again, unless the object changed since ``info`` was taken: pointers
+        computed from the old object would then address other samples, so that is a ``ReaderError``.
+        """
+        path, url = self.full_path(rel), self.url_of(rel)
+        parts: list[bytes] = []
+        pos = start
+        while pos < end:
+            stop = min(end, pos + READ_BLOCK)
+            parts.append(self._retry(lambda a=pos, b=stop: self._read_block(path, url, rel, a, b, info), url))
+            pos = stop
+        return b"".join(parts)
+
+    def _read_block(self, path: str, url: str, rel: str, start: int, end: int, info: FileInfo | None) -> bytes:
+        data = self.fs.cat_file(path, start=start, end=end)
+        if len(data) == end - start:
+            return data
+        if info is not None:
+            self._check_unchanged(info, url)
+        raise TruncatedReadError(f"got {len(data)} of {end - start} bytes at offset {start}")
+
+    def _check_unchanged(self, info: FileInfo, url: str) -> None:
+        """``ReaderError`` if ``info.rel`` is no longer the object that was listed (size or version)."""
+        raw = self.fs.info(self.full_path(info.rel))
+        size, version = int(raw.get("size") or 0), _version(raw)
+        if (size, version) != (info.size, info.version):
+            raise ReaderError(
+                f"{url}: the object changed since the dataset was listed "
+                f"(size {info.size} -> {size}, version {info.version} -> {version})"
+            )
 
     def _resolve(self) -> str:
-        """The folder that relative paths hang off; detects a single-file dataset once."""
+        """The folder that relative paths hang off; detects a single-file dataset once.
+
+        One retried ``info`` call: ``fs.exists`` answers False for any error (a timeout included),
+        which would turn a transient fault into "does not exist".
+        """
         if self._base is None:
             fs, root = self.fs, self._root
-            if self._retry(lambda: fs.isdir(root), self.url):
+            try:
+                info = self._retry(lambda: fs.info(root), self.url)
+            except ReaderError as exc:
+                if isinstance(exc.__cause__, FileNotFoundError):
+                    raise ReaderError(f"dataset path {self.url!r} does not exist") from None
+                raise
+            if info.get("type") == "directory":
                 self._base = root.rstrip("/")
-            elif self._retry(lambda: fs.exists(root), self.url):
-                self._base, _, self._single = root.rpartition("/")
             else:
-                raise ReaderError(f"dataset path {self.url!r} does not exist")
+                self._base, _, self._single = root.rpartition("/")
         return self._base
 
     @property
@@ -194,7 +284,7 @@ class Storage:
         if self._single is not None:
             rels = [self._single] if accept(self._single) else []
             return [self.info(r) for r in rels]
-        found = self._retry(lambda: self.fs.find(base, detail=True), self.url)
+        found = self._retry(lambda: self.fs.find(base, detail=True), self.url, per_read=False)
         out = []
         for name, info in found.items():
             if info.get("type", "file") != "file":
@@ -212,9 +302,9 @@ class Storage:
             raise ReaderError(f"{url}: is not a file")
         return FileInfo(rel, int(info.get("size") or 0), _version(info))
 
-    def open_remote(self, rel: str) -> Any:
-        """A seekable file object read through fsspec (for footers: a few range requests)."""
-        return self._retry(lambda: self.fs.open(self.full_path(rel), "rb"), self.url_of(rel))
+    def open_remote(self, rel: str, info: FileInfo | None = None) -> RemoteFile:
+        """A seekable, read-only file object for footers: every read is a retried range request."""
+        return RemoteFile(self, info or self.info(rel))
 
     # -- local access -----------------------------------------------------------------------------
     def open_local(self, rel: str, info: FileInfo | None = None) -> LocalFile:
@@ -244,26 +334,18 @@ class Storage:
         return self.cache.acquire(key, produce, what=what, expected_size=expected_size)
 
     def _download(self, info: FileInfo, tmp: str) -> None:
-        """Copy ``info.rel`` to ``tmp``; an object that changed since it was listed is an error.
+        """Copy ``info.rel`` to ``tmp`` block by block; an object that changed since it was listed is an error.
 
         Pointers were computed from the listed object, so silently reading a newer version of it
-        would hand out the wrong samples.
+        would hand out the wrong samples. Each block is its own retried request, so a fault costs
+        one block, and the writes happen here, never on an abandoned attempt's thread.
         """
-        src, url = self.full_path(info.rel), self.url_of(info.rel)
-
-        def once() -> None:
-            with self.fs.open(src, "rb") as fin, open(tmp, "wb") as fout:
-                shutil.copyfileobj(fin, fout, _COPY_BLOCK)
-
-        self._retry(once, url)
-        got = os.path.getsize(tmp)
-        if got != info.size:
-            now = self.info(info.rel)
-            if (now.size, now.version) != (info.size, info.version):
-                raise ReaderError(
-                    f"{url}: the object changed since the dataset was listed "
-                    f"(size {info.size} -> {now.size}, version {info.version} -> {now.version})"
-                )
+        with open(tmp, "wb") as fout:
+            pos = 0
+            while pos < info.size:
+                stop = min(info.size, pos + READ_BLOCK)
+                fout.write(self.read_range(info.rel, pos, stop, info))
+                pos = stop
 
     # -- prefetching ------------------------------------------------------------------------------
     def prefetch(self, rels: Iterable[str]) -> list[Future[Any]]:
@@ -313,3 +395,75 @@ class Storage:
     def describe(self) -> dict[str, Any]:
         """JSON-able identity (no credentials: storage option values are left out)."""
         return {"url": self.url, "storage_options": sorted(self.storage_options)}
+
+
+def _positive_or_none(value: float | None, name: str) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    if not value > 0:
+        raise ReaderError(f"{name} must be a positive number of seconds or None, got {value!r}")
+    return value
+
+
+class RemoteFile(io.RawIOBase):
+    """One remote object as a seekable, read-only binary file whose reads are retried range requests.
+
+    Footer parsers (pyarrow, vortex) take a file object and read a few ranges near its end. An
+    fsspec file would retry nothing and, after a read abandoned on timeout, share its position with
+    the retry; here every read is a stateless ``read_range`` and the position lives in this object.
+    The last range read is kept (at least 64 KiB) because parsers read small pieces close together.
+    """
+
+    def __init__(self, storage: Storage, info: FileInfo) -> None:
+        super().__init__()
+        self._storage = storage
+        self.info = info
+        self.size = info.size
+        self.name = storage.url_of(info.rel)
+        self._pos = 0
+        self._buf_start = 0
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}.get(whence)
+        if base is None:
+            raise ValueError(f"invalid whence {whence!r}")
+        pos = base + int(offset)
+        if pos < 0:
+            raise ValueError(f"negative seek position {pos}")
+        self._pos = pos
+        return pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        end = self.size if size is None or size < 0 else min(self.size, self._pos + size)
+        if end <= self._pos:
+            return b""
+        lo, hi = self._buf_start, self._buf_start + len(self._buf)
+        if not (lo <= self._pos and end <= hi):
+            fetch_end = min(self.size, max(end, self._pos + _MIN_REMOTE_READ))
+            self._buf = self._storage.read_range(self.info.rel, self._pos, fetch_end, self.info)
+            self._buf_start = self._pos
+        data = self._buf[self._pos - self._buf_start : end - self._buf_start]
+        self._pos = end
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        data = self.read(len(view))
+        view[: len(data)] = data
+        return len(data)

@@ -8,6 +8,9 @@ readers raised ``TypeError`` for an unknown option, two ``ConfigError``), so the
 once and a plugin writes only what its format needs:
 
 * :class:`StorageReader` — options, the storage root and pickling; the base of both kinds below.
+  It also holds what every format shares about damaged data (:data:`INTEGRITY_OPTIONS`): content
+  checksums (``verify="checksum"``), skipping records that do not decode (``on_error="skip"``,
+  bounded by ``max_bad_fraction``) and the manifest ``zephon index`` writes.
 * :class:`FileReader` — one shard per data file (Parquet, Vortex, JSON Lines): listing, the
   manifest, open files, prefetching. :class:`DataFiles` says which files are data and detects a
   dataset from a listing.
@@ -18,6 +21,7 @@ once and a plugin writes only what its format needs:
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,10 +30,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from zephon_core.errors import ConfigError, ReaderError
-from zephon_core.storage.location import FileInfo, Storage
-from zephon_core.storage.manifest import ManifestEntry, list_data_files, write_manifest
-from zephon_core.work.readers import Reader
+from zephon_core.errors import ConfigError, ReaderError, RecordError
+from zephon_core.storage.integrity import file_checksums, open_verified
+from zephon_core.storage.location import FileInfo, LocalFile, Storage
+from zephon_core.storage.manifest import (
+    ManifestEntry,
+    check_counts,
+    checksums_of,
+    list_data_files,
+    read_manifest,
+    write_manifest,
+)
+from zephon_core.work.readers import Reader, ShardInfo
+
+logger = logging.getLogger("zephon.storage")
 
 STORAGE_OPTIONS = (
     "storage_options",
@@ -37,10 +51,24 @@ STORAGE_OPTIONS = (
     "cache_bytes",
     "retries",
     "backoff",
+    "read_timeout",
+    "deadline",
     "prefetch_workers",
     "lock_timeout",
 )
 """Reader options that configure :class:`Storage`; readers pass these through unchanged."""
+
+INTEGRITY_OPTIONS = ("verify", "on_error", "max_bad_fraction")
+"""Reader options every :class:`StorageReader` takes for damaged data (see :class:`StorageReader`)."""
+
+ON_ERROR = ("raise", "skip")
+
+DEFAULT_MAX_BAD_FRACTION = 0.1
+"""With ``on_error="skip"``: more than this share of bad records stops the run (see :class:`StorageReader`)."""
+
+MIN_RECORDS_FOR_FRACTION = 1000
+"""Records a process reads from a dataset before ``max_bad_fraction`` is judged (or all, if fewer):
+one damaged region met first must not stop a run whose data is 99.9 % fine."""
 
 Release = Callable[[], None]
 """Closes what a reader opened for one shard (a file descriptor, a pinned cache entry, ...)."""
@@ -51,6 +79,33 @@ def split_storage_options(options: Mapping[str, object]) -> tuple[dict[str, obje
     storage = {k: v for k, v in options.items() if k in STORAGE_OPTIONS}
     rest = {k: v for k, v in options.items() if k not in STORAGE_OPTIONS}
     return storage, rest
+
+
+def integrity_kwargs(reader: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split :data:`INTEGRITY_OPTIONS` from ``options`` and check them: ``(integrity, the rest)``.
+
+    Raises:
+        ConfigError: a value out of range, naming the reader, the option and what it accepts.
+    """
+    own = {k: options[k] for k in INTEGRITY_OPTIONS if k in options}
+    rest = {k: v for k, v in options.items() if k not in INTEGRITY_OPTIONS}
+    verify = own.get("verify")
+    if verify not in (None, False, "none", "checksum"):
+        raise ConfigError(f"{reader} reader: verify must be 'checksum' or None, got {verify!r}")
+    on_error = own.get("on_error", "raise")
+    if on_error not in ON_ERROR:
+        raise ConfigError(f"{reader} reader: on_error must be one of {list(ON_ERROR)}, got {on_error!r}")
+    fraction = own.get("max_bad_fraction")
+    if fraction is not None:
+        if on_error != "skip":
+            raise ConfigError(f"{reader} reader: max_bad_fraction applies only with on_error='skip'")
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+            raise ConfigError(f"{reader} reader: max_bad_fraction must be a number in [0, 1], got {fraction!r}")
+    return {
+        "checksums": verify == "checksum",
+        "on_error": on_error,
+        "max_bad_fraction": float(DEFAULT_MAX_BAD_FRACTION if fraction is None else fraction),
+    }, rest
 
 
 def storage_kwargs(reader: str, options: Mapping[str, Any], own: Iterable[str] = ()) -> dict[str, Any]:
@@ -121,9 +176,25 @@ class StorageReader(Reader):
     """A reader whose dataset lives under one :class:`Storage` root.
 
     Subclasses take their own options as keyword-only arguments and pass the rest (``**storage``)
-    to ``super().__init__``: storage options configure :attr:`storage`, anything else is a
-    :class:`ConfigError` listing the valid options (the subclass's keyword-only arguments plus
-    :data:`STORAGE_OPTIONS`).
+    to ``super().__init__``: storage options configure :attr:`storage`, :data:`INTEGRITY_OPTIONS`
+    configure how damaged data is handled, anything else is a :class:`ConfigError` listing the valid
+    options (the subclass's keyword-only arguments plus those two lists).
+
+    Damaged data, the same for every format:
+
+    * ``verify="checksum"``: check each file's content against the SHA-256 that ``zephon index
+      --checksum`` recorded in the manifest (:mod:`~zephon_core.storage.integrity`), once per node
+      for remote files and once per process for local ones. Without a recorded checksum the reader
+      refuses to start.
+    * ``on_error="skip"``: a record whose bytes do not decode (the reader raises
+      :class:`~zephon_core.errors.RecordError`) is returned as ``None`` by :meth:`read_or_skip`,
+      which the fetch stage turns into a tombstone. Decoding is a function of the bytes, so the
+      same records are skipped on every rank, runner and resume. A missing or short file is never
+      skipped.
+    * ``max_bad_fraction`` (default :data:`DEFAULT_MAX_BAD_FRACTION`): when more than this share of
+      the records a process has read from the dataset were skipped (judged after
+      :data:`MIN_RECORDS_FOR_FRACTION` records, or the whole dataset if smaller), the data is
+      mostly broken and the read fails with a ``ReaderError`` saying so.
 
     Readers are pickled into every worker process, so per-process state (open files, locks, caches,
     compiled decoders) is built by :meth:`_init_runtime` and left out of the pickle: list those
@@ -131,20 +202,100 @@ class StorageReader(Reader):
     class lists only its own; the lists of its bases count too.
     """
 
-    _RUNTIME: ClassVar[tuple[str, ...]] = ()
+    _RUNTIME: ClassVar[tuple[str, ...]] = ("_bad",)
     """Attributes made by :meth:`_init_runtime`: not pickled, rebuilt after unpickling."""
 
+    _manifest_beside_file: ClassVar[bool] = False
+    """Whether a single-file root keeps its manifest in its folder (a dataset named by its index file)."""
+
     def __init__(self, path: str, storage: Mapping[str, Any]) -> None:
-        kwargs = storage_kwargs(self.format, storage, self.option_names())
+        integrity, rest = integrity_kwargs(self.format, storage)
+        kwargs = storage_kwargs(self.format, rest, self.option_names())
         self.path = path
         self.storage = Storage(path, **kwargs)
+        self.content_checksums: bool = integrity["checksums"]
+        self.on_error: str = integrity["on_error"]
+        self.max_bad_fraction: float = integrity["max_bad_fraction"]
+        self._bad = _BadRecords()
 
     @classmethod
     def option_names(cls) -> list[str]:
-        """Every option the reader accepts: its keyword-only arguments and the storage options."""
+        """Every option the reader accepts: its keyword-only arguments, the storage and integrity options."""
         params = inspect.signature(cls.__init__).parameters.values()
         own = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-        return sorted({*own, *STORAGE_OPTIONS})
+        return sorted({*own, *STORAGE_OPTIONS, *INTEGRITY_OPTIONS, *cls._extra_options()})
+
+    @classmethod
+    def _extra_options(cls) -> tuple[str, ...]:
+        """Options a base class takes from ``**storage`` itself (listed as valid in errors)."""
+        return ()
+
+    # -- damaged records ----------------------------------------------------------------------------
+    def read_or_skip(self, shard: int, indices: np.ndarray) -> list[dict[str, Any] | None]:
+        """:meth:`read`, with records that do not decode as ``None`` when ``on_error="skip"``.
+
+        The fetch stage calls this instead of ``read``. A :class:`RecordError` from a read of many
+        records is narrowed down by reading them one by one, so exactly the bad ones are skipped.
+
+        Raises:
+            ReaderError: a shard-level fault (never skipped), or more than ``max_bad_fraction`` of
+                the records read so far were bad.
+        """
+        if self.on_error == "raise":
+            return list(self.read(shard, indices))
+        indices = np.asarray(indices, dtype=np.int64)
+        try:
+            rows: list[dict[str, Any] | None] = list(self.read(shard, indices))
+            errors: list[RecordError] = []
+        except RecordError:
+            rows, errors = [], []
+            for k in range(len(indices)):
+                try:
+                    rows.append(self.read(shard, indices[k : k + 1])[0])
+                except RecordError as exc:
+                    rows.append(None)
+                    errors.append(exc)
+        self._bad.count(self, len(indices), errors)
+        return rows
+
+    def _total_samples(self) -> int:
+        return sum(s.num_samples for s in self.shards())
+
+    # -- the manifest -------------------------------------------------------------------------------
+    def _manifest_entries(self) -> list[ManifestEntry]:
+        """What ``zephon index`` records: every file of the dataset with its size and samples."""
+        raise NotImplementedError
+
+    def save_manifest(self, *, checksum: bool = False) -> str:
+        """``zephon index``: write the manifest of the files as they are now; returns where it went.
+
+        Args:
+            checksum: also record each file's SHA-256 (reads every byte once; remote files go
+                through the node cache), which ``verify="checksum"`` needs. A dataset whose
+                manifest has checksums keeps them (recomputed) without being asked: re-indexing
+                to accept a change must not silently turn verification off.
+        """
+        if self.storage.is_single_file and not self._manifest_beside_file:
+            return "single file: no manifest"
+        entries = self._manifest_entries()
+        if checksum or self._had_checksums():
+            sums = file_checksums(self.storage, self._file_infos([e.rel for e in entries]))
+            entries = [ManifestEntry(e.rel, e.size, e.samples, e.extra, c) for e, c in zip(entries, sums)]
+            where = write_manifest(self.storage, self.format, entries, beside_file=self._manifest_beside_file)
+            return f"{where} (with SHA-256 checksums)"
+        return write_manifest(self.storage, self.format, entries, beside_file=self._manifest_beside_file)
+
+    def _file_infos(self, rels: list[str]) -> list[FileInfo]:
+        """Size and version of each of ``rels`` (one metadata request each unless a subclass knows them)."""
+        return [self.storage.info(rel) for rel in rels]
+
+    def _had_checksums(self) -> bool:
+        """Whether the manifest there now records content checksums (of data files, not an index file)."""
+        try:
+            old = read_manifest(self.storage, self.format, beside_file=self._manifest_beside_file)
+        except ReaderError:  # unreadable or another format's: nothing to keep
+            return False
+        return any(e.checksum and e.extra.get("role") != "index" for e in (old or {}).values())
 
     def _init_runtime(self) -> None:
         """Build per-process state (called by ``__init__`` and after unpickling)."""
@@ -160,7 +311,39 @@ class StorageReader(Reader):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._bad = _BadRecords()
         self._init_runtime()
+
+
+class _BadRecords:
+    """Per process and reader: records read and skipped with ``on_error="skip"``, and the threshold."""
+
+    LOGGED = 5
+    """Skipped records logged (WARNING, ``zephon.storage``) per reader and process; later ones at DEBUG."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen = 0
+        self.bad = 0
+        self.total: int | None = None
+
+    def count(self, reader: StorageReader, n: int, errors: list[RecordError]) -> None:
+        if errors and self.total is None:  # only once something is bad: listing counts may cost reads
+            self.total = reader._total_samples()
+        with self.lock:
+            self.seen += n
+            self.bad += len(errors)
+            seen, bad = self.seen, self.bad
+        for k, exc in enumerate(errors):
+            level = logging.WARNING if bad - len(errors) + k < self.LOGGED else logging.DEBUG
+            logger.log(level, "%s dataset %s: skipped a bad record (on_error='skip'): %s", reader.format, reader.path, exc)
+        limit = reader.max_bad_fraction
+        if errors and seen >= min(MIN_RECORDS_FOR_FRACTION, self.total or 0) and bad > limit * seen:
+            raise ReaderError(
+                f"{reader.format} dataset {reader.path!r}: {bad} of the {seen} records read so far do not decode "
+                f"({bad / seen:.0%}), more than max_bad_fraction={limit:g}: the data looks mostly broken. Last: {errors[-1]}. "
+                f"List every bad record with `zephon index {reader.path} --validate`; raise max_bad_fraction to go on anyway"
+            )
 
 
 class FileReader(StorageReader):
@@ -169,7 +352,9 @@ class FileReader(StorageReader):
     Subclasses set :attr:`format` and :attr:`data_files`, implement :meth:`_open_file` (and
     :meth:`shards`, :meth:`read`), and may override the hooks :meth:`_list_files`,
     :meth:`_prefetchable` and :meth:`_manifest_extra`. The listing is taken once per reader and
-    pickled with it, so every worker process sees the same shards.
+    pickled with it, so every worker process sees the same shards. ``_open_file`` gets its local
+    copy from :meth:`_local` (which checks content checksums when asked to), and a ``shards()``
+    that counts samples itself passes the counts through :meth:`_held_to_manifest`.
 
     Args:
         path: local path or fsspec URL of a folder or a single file.
@@ -192,6 +377,7 @@ class FileReader(StorageReader):
         self.use_manifest = bool(manifest)
         self._files: list[FileInfo] | None = None
         self._manifest: dict[str, ManifestEntry] | None = None
+        self._checksums: dict[str, str] = {}
 
     def _init_runtime(self) -> None:
         self._open: OrderedDict[int, tuple[Any, Release]] = OrderedDict()
@@ -210,8 +396,17 @@ class FileReader(StorageReader):
     def files(self) -> list[FileInfo]:
         """The data files, sorted by relative path (listed once, then fixed for this reader)."""
         if self._files is None:
-            self._files, self._manifest = self._list_files()
+            files, manifest = self._list_files()
+            if self.content_checksums:
+                self._checksums = checksums_of(self.storage, manifest, [f.rel for f in files])
+            self._files, self._manifest = files, manifest
         return self._files
+
+    def _held_to_manifest(self, shards: list[ShardInfo]) -> list[ShardInfo]:
+        """``shards``, after checking their sample counts against the manifest (when there is one)."""
+        if self._manifest is not None:
+            check_counts(self.storage, ((s.id, s.num_samples) for s in shards), self._manifest)
+        return shards
 
     def _list_files(self) -> tuple[list[FileInfo], dict[str, ManifestEntry] | None]:
         """List the data files and the manifest they were checked against (None without one)."""
@@ -239,21 +434,27 @@ class FileReader(StorageReader):
         """Format details recorded for shard ``i`` in the manifest (e.g. Parquet row-group sizes)."""
         return {}
 
-    def save_manifest(self) -> str:
-        """``zephon index``: write the manifest of the files as listed now; returns where it went.
-
-        A single-file dataset has no folder to hold a manifest; the answer then says so.
-        """
+    def _manifest_entries(self) -> list[ManifestEntry]:
+        """Every data file with its size, samples and :meth:`_manifest_extra` (a single file: see ``save_manifest``)."""
         shards = self.shards()
-        entries = [
+        return [
             ManifestEntry(f.rel, f.size, s.num_samples, self._manifest_extra(i))
             for i, (f, s) in enumerate(zip(self.files(), shards))
         ]
-        if self.storage.is_single_file:
-            return "single file: no manifest"
-        return write_manifest(self.storage, self.format, entries)
+
+    def _file_infos(self, rels: list[str]) -> list[FileInfo]:
+        """From the listing: no request per file."""
+        listed = {f.rel: f for f in self.files()}
+        return [listed[rel] if rel in listed else self.storage.info(rel) for rel in rels]
 
     # -- open files ---------------------------------------------------------------------------------
+    def _local(self, i: int) -> LocalFile:
+        """A local path of shard ``i``'s file (:meth:`Storage.open_local`), checked with ``verify="checksum"``."""
+        info = self.files()[i]
+        if self.content_checksums:
+            return open_verified(self.storage, info, self._checksums[info.rel])
+        return self.storage.open_local(info.rel, info)
+
     def _open_file(self, i: int) -> tuple[Any, Release]:
         """Open shard ``i``: its handle and how to close it. Called under the reader's lock."""
         raise NotImplementedError
