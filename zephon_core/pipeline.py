@@ -12,20 +12,23 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zephon_core import checkpoint as ckpt
 from zephon_core.builder_methods import make_method
 from zephon_core.errors import CheckpointError, ConfigError, PluginError, ZephonError
+from zephon_core.manifest import GROUP_STEPS, ManifestWriter, RecordedIterator, require_pyarrow
 from zephon_core.ops.contract import Lineage, Operator, Payload, check_timeout
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
 from zephon_core.runtime.batch import BatchSpec, Collate
 from zephon_core.runtime.diagnose import Diagnosis, diagnose
 from zephon_core.runtime.engine import Engine, StagePlan
 from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
-from zephon_core.runtime.metrics import TimedWorker, windowed
+from zephon_core.runtime.metrics import timed, windowed
 from zephon_core.runtime.replay import LaneStart
+from zephon_core.runtime.reporter import MIN_INTERVAL_S, MetricsReporter, start_reporter
 from zephon_core.runtime.runners import Executor
 from zephon_core.runtime.types import SampleBatch
 from zephon_core.work.contract import Pointer, WorkSource, check_work_source, pointer_of, source_info
@@ -47,6 +50,13 @@ class Options:
     while it runs, within ``cpu_budget`` workers in all (default: the machine's CPU count); the data
     is the same whatever it chooses. ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
     read in groups of at most 1/32 of it), so large records do not multiply memory by queue depths.
+
+    Observability (none of it changes the data): ``trace`` records worker task spans for
+    ``trace()``; ``metrics_callback`` receives a metrics snapshot every ``metrics_every_s`` seconds
+    from a background thread (so do plugins implementing the ``zephon_metrics`` hook); ``manifest``
+    names a folder (path or fsspec URL) where the samples of every delivered microbatch are
+    recorded, written every ``manifest_every_steps`` rounds (see :mod:`zephon_core.manifest`; needs
+    pyarrow).
     """
 
     lanes: int = 1
@@ -60,9 +70,14 @@ class Options:
     trace: bool = False
     autotune: bool = False
     cpu_budget: int | None = None
+    metrics_callback: Callable[[dict[str, Any]], Any] | None = None
+    metrics_every_s: float = 10.0
+    manifest: str | os.PathLike[str] | None = None
+    manifest_every_steps: int = GROUP_STEPS
 
     def validate(self) -> None:
         check_timeout(self.timeout_s, "option")
+        self._validate_observability()
         c = self.cpu_budget
         if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
             raise ConfigError(f"option cpu_budget must be an int >= 1 (workers the autotuner may use), got {c!r}")
@@ -78,6 +93,21 @@ class Options:
                 "window, so without flushes one window would span the whole run and a resume would replay all of it"
             )
         self.layout()
+
+    def _validate_observability(self) -> None:
+        cb = self.metrics_callback
+        if cb is not None and not callable(cb):
+            raise ConfigError(f"option metrics_callback must be callable (snapshot dict -> None), got {cb!r}")
+        every = self.metrics_every_s
+        if isinstance(every, bool) or not isinstance(every, (int, float)) or not every >= MIN_INTERVAL_S:
+            raise ConfigError(f"option metrics_every_s must be a number of seconds >= {MIN_INTERVAL_S}, got {every!r}")
+        if self.manifest is not None:
+            if not isinstance(self.manifest, (str, os.PathLike)):
+                raise ConfigError(f"option manifest must be a folder path or URL, got {self.manifest!r}")
+            require_pyarrow()  # fail when the option is set, not once the pipeline is running
+        n = self.manifest_every_steps
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ConfigError(f"option manifest_every_steps must be an int >= 1, got {n!r}")
 
     def layout(self) -> LaneLayout:
         """The lanes and this rank's share of them (validated)."""
@@ -111,6 +141,10 @@ class Pipeline:
         self._pending_skip = 0  # global steps still to discard when iteration starts
         self._closed = False
         self._metric_history: collections.deque[dict[str, Any]] = collections.deque()
+        self._metrics_lock = threading.Lock()  # metrics() may be called from a dashboard's thread
+        self._reporter: MetricsReporter | None = None
+        self._manifest: ManifestWriter | None = None
+        self._delivered: Iterator[SampleBatch] | None = None
 
     # -- building -------------------------------------------------------------------------------
     @property
@@ -171,17 +205,24 @@ class Pipeline:
         runner: str | None = None,
         timeout_s: float | None = None,
         name: str | None = None,
+        seed: int = 0,
     ) -> Pipeline:
         """``fn(payload) -> dict | None`` on every record; ``None`` drops it.
 
         Args:
-            fn: the function (module-level, so process workers can import it).
+            fn: the function (module-level, so process workers can import it). A parameter named
+                ``rng`` receives a per-record ``numpy.random.Generator`` seeded from (``seed``, the
+                step's name, the record's identity): augmentations stay deterministic everywhere.
             parallelism: workers.
             runner: where the workers run (default: the pipeline's runner).
             timeout_s: limit for one task (default: the pipeline's ``timeout_s`` option).
             name: the step's name in metrics and errors (default: the function's name).
+            seed: seeds ``rng`` (only for functions that take one).
         """
-        return self.apply("map_transform", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s, name=name)
+        kw: dict[str, Any] = {"seed": seed} if seed else {}
+        return self.apply(
+            "map_transform", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s, name=name, **kw
+        )
 
     def flat_map(
         self,
@@ -190,9 +231,11 @@ class Pipeline:
         runner: str | None = None,
         timeout_s: float | None = None,
         name: str | None = None,
+        seed: int = 0,
     ) -> Pipeline:
         """``fn(payload) -> iterable of dicts``: one record becomes zero or more (arguments as for map_transform)."""
-        return self.apply("flat_map", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s, name=name)
+        kw: dict[str, Any] = {"seed": seed} if seed else {}
+        return self.apply("flat_map", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s, name=name, **kw)
 
     def stateful_transform(self, name: str, **kwargs: Any) -> Pipeline:
         """A custom n-to-m operator: ``init_state``, ``push``, ``flush``, ``transform``, ``parallelism``."""
@@ -369,7 +412,7 @@ class Pipeline:
         if fn is None:
             raise PluginError(f"operator {plan.spec.name!r} declares a worker but worker() returned None")
         runner = self.plugins.registry.get("runner", plan.runner).load()()
-        return runner.start(TimedWorker(fn), plan.parallelism, plan.spec.name)
+        return runner.start(timed(fn), plan.parallelism, plan.spec.name)
 
     def describe_samples(self, lineage: list[Lineage]) -> str:
         """Names the source samples behind some lineage, for error messages."""
@@ -420,7 +463,31 @@ class Pipeline:
         )
         if self._opts.trace:
             self._engine.record_trace()
+        self._start_observers(self._engine, source, layout)
         return self._engine
+
+    def _start_observers(self, engine: Engine, source: WorkSource, layout: LaneLayout) -> None:
+        """The metrics reporter (when a callback or a ``zephon_metrics`` hook listens) and the manifest writer."""
+        opts = self._opts
+        self._delivered = engine
+        if opts.manifest is not None:
+            try:
+                self._manifest = ManifestWriter(
+                    opts.manifest, source, opts.dp_rank, opts.manifest_every_steps, layout.lanes_per_rank
+                )
+            except BaseException:
+                engine.close()
+                raise
+            self._delivered = RecordedIterator(engine, self._manifest)
+        self._reporter = start_reporter(
+            engine.metrics,
+            engine.ctx.stop,
+            lambda: engine.finished,
+            callback=opts.metrics_callback,
+            hook=getattr(self.plugins.pm.hook, "zephon_metrics", None),
+            every_s=opts.metrics_every_s,
+            labels={"rank": opts.dp_rank, "world_size": opts.dp_world_size},
+        )
 
     def __iter__(self) -> Iterator[SampleBatch]:
         if self._closed:
@@ -428,19 +495,23 @@ class Pipeline:
         if self._engine is None:
             engine = self._start()
             self._discard(self._pending_skip)
-            return engine
+            return self._delivered or engine
         if self._engine.finished:
             raise ZephonError(
                 "the pipeline has delivered all its data; build a new Pipeline (and load_state_dict() to resume) "
                 "to iterate again"
             )
-        return self._engine
+        return self._delivered or self._engine
 
     def close(self) -> None:
         """Stop every thread and worker process of this pipeline; iterating it afterwards is an error."""
         self._closed = True
         if self._engine is not None:
             self._engine.close()
+        if self._reporter is not None:
+            self._reporter.close()
+        if self._manifest is not None:
+            self._manifest.close()
 
     def __enter__(self) -> Pipeline:
         return self
@@ -590,13 +661,14 @@ class Pipeline:
         eng = self._engine
         if eng is None:
             return {"elapsed_s": 0.0, "stages": [], "source": {"chunks": 0}, "consumer": {}, "window": {}}
-        snap = eng.metrics()
-        history = self._metric_history
-        ref = next((h for h in history if snap["elapsed_s"] - h["elapsed_s"] <= window_s), None)
-        if not history or snap["elapsed_s"] - history[-1]["elapsed_s"] >= 0.25:
-            history.append(snap)
-            while history and snap["elapsed_s"] - history[0]["elapsed_s"] > 4 * window_s:
-                history.popleft()
+        with self._metrics_lock:
+            snap = eng.metrics()
+            history = self._metric_history
+            ref = next((h for h in history if snap["elapsed_s"] - h["elapsed_s"] <= window_s), None)
+            if not history or snap["elapsed_s"] - history[-1]["elapsed_s"] >= 0.25:
+                history.append(snap)
+                while history and snap["elapsed_s"] - history[0]["elapsed_s"] > 4 * window_s:
+                    history.popleft()
         return snap | {"window": windowed(snap, ref if ref is not snap else None)}
 
     def trace(self) -> dict[str, Any]:

@@ -37,6 +37,8 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("reader", "vortex"): "zephon-vortex",
     ("reader", "litdata"): "zephon-litdata",
     ("reader", "mds"): "zephon-mds",
+    ("reader", "hf"): "zephon-hf",
+    **{("operator", op): "zephon-vision" for op in ("decode_image", "resize", "center_crop", "random_resized_crop", "horizontal_flip", "normalize", "patchify")},
     ("demo", "text"): "zephon-demo",
 }
 """First-party names, so a missing plugin's error can say which package to install."""

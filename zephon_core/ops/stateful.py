@@ -24,6 +24,12 @@ Two rules, one exact and one merely safe:
 
 A record that no output names is recorded as dropped (a tombstone) once it can no longer be named:
 when the state becomes fresh again or at the flush. Lineage never changes an output's payload or key.
+
+Randomness: ``push(state, payload, rng)`` and ``transform(item, rng)`` may declare a parameter
+named ``rng`` and then get a generator of their own per record (``push``: seeded by the pushed
+record's key) or per output item (``transform``: by the item's key), derived as in
+:mod:`zephon_core.ops.mapping` from (``seed``, operator name, key). ``flush`` has no record to
+seed from and gets none.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from zephon_core.ops.contract import (
     apply_each,
     callable_name,
 )
+from zephon_core.ops.mapping import call_with_rng, check_seed, rng_base, sample_rng, takes_rng
 
 _FLUSH_SALT = 1 << 40
 _NEVER = object()  # stands for "no state is ever fresh"
@@ -106,6 +113,7 @@ class _FunctionalAccumulator(Accumulator):
         self._held: list[Lineage] = []  # lineage of each record pushed since the state was last fresh
         self._named: list[bool] = []  # whether some output has named that record
         self._last_key = 0
+        self._push_rng = rng_base(op.seed, op.name) if op.push_takes_rng else None
 
     # -- lineage ----------------------------------------------------------------------------------
     def _is_fresh(self) -> bool:
@@ -174,22 +182,30 @@ class _FunctionalAccumulator(Accumulator):
     def _container(self) -> Records | Work:
         return Work([], [], []) if self._op.transform is not None else Records.empty()
 
+    def _finish(self, out: Records | Work) -> list[Emitted]:
+        if not (out.keys or out.dropped):
+            return []
+        if isinstance(out, Work) and self._op.transform_takes_rng:
+            out.task = (out.task, list(out.keys))  # the worker seeds each item's rng from its key
+        return [out]
+
     def push(self, records: Records) -> list[Emitted]:
         out = self._container()
         out.dropped.extend(records.dropped)
         push = self._op.push_fn
         state = self._state
+        base = self._push_rng
         for payload, key, lin in zip(records.payloads, records.keys, records.lineage):
             self._held.append(lin)
             self._named.append(False)
             self._pushed += 1
             self._last_key = key
-            items = push(state, payload)
+            items = push(state, payload) if base is None else push(state, payload, rng=sample_rng(base, key))
             if items:
                 self._emit(list(items), key, out)
             if self._is_fresh():
                 self._forget(out)
-        return [out] if (out.keys or out.dropped) else []
+        return self._finish(out)
 
     def flush(self) -> list[Emitted]:
         out = self._container()
@@ -197,7 +213,7 @@ class _FunctionalAccumulator(Accumulator):
         if items:
             self._emit(items, self._last_key ^ _FLUSH_SALT, out)
         self._forget(out)
-        return [out] if (out.keys or out.dropped) else []
+        return self._finish(out)
 
     def state(self) -> Any:
         return self._state
@@ -205,10 +221,13 @@ class _FunctionalAccumulator(Accumulator):
 
 @dataclass(frozen=True, slots=True)
 class _TransformWorker:
-    fn: Callable[[Any], Any]
+    fn: Callable[..., Any]
+    rng_base: int | None = None  # set when transform takes rng: the task is then (items, keys)
 
-    def __call__(self, items: list[Any]) -> list[Any]:
-        return apply_each(self.fn, items)
+    def __call__(self, task: Any) -> list[Any]:
+        if self.rng_base is None:
+            return apply_each(self.fn, task)
+        return call_with_rng(self.fn, self.rng_base, task)
 
 
 class StatefulTransform(Operator):
@@ -217,6 +236,7 @@ class StatefulTransform(Operator):
     ``push`` and ``flush`` return a list of items, each bare or wrapped in :class:`Emit` to name
     the records it is made of; ``init_state`` is called once more per lane to know what a fresh
     state looks like (for the default lineage rule), so it must return a new object each call.
+    ``push`` and ``transform`` may take ``rng`` (module docstring); ``seed`` varies their draws.
     """
 
     kind = "stateful_transform"
@@ -228,10 +248,11 @@ class StatefulTransform(Operator):
         init_state: Callable[[], Any],
         push: Callable[[Any, dict[str, Any]], list[Any] | None],
         flush: Callable[[Any], list[Any] | None] | None = None,
-        transform: Callable[[Any], dict[str, Any] | None] | None = None,
+        transform: Callable[..., dict[str, Any] | None] | None = None,
         parallelism: int = 1,
         runner: str | None = None,
         timeout_s: float | None = None,
+        seed: int = 0,
     ) -> None:
         for label, fn in (("init_state", init_state), ("push", push)):
             if not callable(fn):
@@ -242,13 +263,25 @@ class StatefulTransform(Operator):
         self.flush_fn = flush
         self.transform = transform
         self.traits = Traits(fanout="one", has_worker=transform is not None, stateful=True)
+        what = f"stateful_transform {name!r}"
+        self.seed = check_seed(seed, what)
+        self.push_takes_rng = takes_rng(push, f"{what} push")
+        self.transform_takes_rng = transform is not None and takes_rng(transform, f"{what} transform")
+        if seed != 0 and not (self.push_takes_rng or self.transform_takes_rng):
+            raise ConfigError(f"{what}: seed={seed} is given but neither push nor transform takes rng")
 
     def config(self) -> dict[str, Any]:
         fns = {"init_state": self.init_state, "push": self.push_fn, "flush": self.flush_fn, "transform": self.transform}
-        return {k: (callable_name(v) if v is not None else None) for k, v in fns.items()}
+        config: dict[str, Any] = {k: (callable_name(v) if v is not None else None) for k, v in fns.items()}
+        rng = [k for k, used in (("push", self.push_takes_rng), ("transform", self.transform_takes_rng)) if used]
+        if rng:  # only then: fingerprints of pipelines without randomness stay as they were
+            config.update(rng=rng, seed=self.seed)
+        return config
 
     def new_accumulator(self, lane: int) -> Accumulator:
         return _FunctionalAccumulator(self)
 
     def worker(self) -> WorkerFn | None:
-        return _TransformWorker(self.transform) if self.transform is not None else None
+        if self.transform is None:
+            return None
+        return _TransformWorker(self.transform, rng_base(self.seed, self.name) if self.transform_takes_rng else None)
