@@ -29,6 +29,7 @@ KINDS: tuple[Kind, ...] = ("reader", "operator", "runner", "demo")
 
 KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("operator", "tokenize"): "zephon-tokenize",
+    ("operator", "tokenize_chat"): "zephon-tokenize",
     ("operator", "pack_sequences"): "zephon-pack",
     ("operator", "ensure_mixture"): "zephon-tokenize",
     ("runner", "ray"): "zephon-ray",

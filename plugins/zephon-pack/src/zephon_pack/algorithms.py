@@ -56,6 +56,32 @@ def segment_spans(document_ids: Any, lineage: Lineage) -> list[tuple[int, int, i
     return [(int(sid), a, b) for sid, a, b in zip(lineage, starts, stops)]
 
 
+class Masked:
+    """A document's token ids with its token-aligned mask: sliced together, so cuts stay aligned.
+
+    Behaves like the bare id array where the accumulators need it (``len`` and slicing), which keeps
+    the packing algorithms identical with and without a mask.
+    """
+
+    __slots__ = ("ids", "mask")
+
+    def __init__(self, ids: Any, mask: Any) -> None:
+        self.ids = ids
+        self.mask = mask
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, s: slice) -> Masked:
+        return Masked(self.ids[s], self.mask[s])
+
+    def __getstate__(self) -> tuple[Any, Any]:
+        return self.ids, self.mask
+
+    def __setstate__(self, state: tuple[Any, Any]) -> None:
+        self.ids, self.mask = state
+
+
 @dataclass(slots=True)
 class Row:
     """A row being filled: token slices in order, the lineage of each slice, and its identity."""
@@ -74,18 +100,35 @@ class Row:
 class PackAccumulator(Accumulator):
     """Shared plumbing: read the token field, and turn finished rows into one work item per push."""
 
-    def __init__(self, target_length: int, field: str) -> None:
+    def __init__(self, target_length: int, field: str, mask_field: str | None = None) -> None:
         self.target = target_length
         self.field = field
+        self.mask_field = mask_field
 
     def tokens(self, payload: dict[str, Any]) -> Any:
+        """The document's ids, or a :class:`Masked` pair when the operator packs a mask too."""
         try:
-            return payload[self.field]
+            ids = payload[self.field]
         except KeyError:
             raise ConfigError(
                 f"pack_sequences: record has no field {self.field!r} (fields: {sorted(payload)}); "
                 "tokenize first or pass field="
             ) from None
+        if self.mask_field is None:
+            return ids
+        try:
+            mask = payload[self.mask_field]
+        except KeyError:
+            raise ConfigError(
+                f"pack_sequences: record has no mask field {self.mask_field!r} (fields: {sorted(payload)}); "
+                "use tokenize_chat (or add the field) before pack_sequences, or pass mask_field=None"
+            ) from None
+        if np.ndim(mask) != 1 or len(mask) != len(ids):
+            raise ConfigError(
+                f"pack_sequences: mask field {self.mask_field!r} has shape {np.shape(mask)} for {len(ids)} tokens; "
+                "it must hold one value per token"
+            )
+        return Masked(ids, mask)
 
     @staticmethod
     def work(rows: list[Row], dropped: list[Lineage]) -> list[Emitted]:
@@ -100,8 +143,8 @@ class WrapAccumulator(PackAccumulator):
     Padding only appears in the one partial row emitted at a flush sentinel or at the end.
     """
 
-    def __init__(self, target_length: int, field: str) -> None:
-        super().__init__(target_length, field)
+    def __init__(self, target_length: int, field: str, mask_field: str | None = None) -> None:
+        super().__init__(target_length, field, mask_field)
         self.row: Row | None = None
 
     def push(self, records: Records) -> list[Emitted]:
@@ -146,8 +189,16 @@ class BinAccumulator(PackAccumulator):
     padding. A document longer than a row first yields whole rows of its own.
     """
 
-    def __init__(self, target_length: int, field: str, num_open_bins: int, best_fit: bool, allow_split: bool) -> None:
-        super().__init__(target_length, field)
+    def __init__(
+        self,
+        target_length: int,
+        field: str,
+        num_open_bins: int,
+        best_fit: bool,
+        allow_split: bool,
+        mask_field: str | None = None,
+    ) -> None:
+        super().__init__(target_length, field, mask_field)
         self.k = num_open_bins
         self.best_fit = best_fit
         self.allow_split = allow_split

@@ -8,7 +8,10 @@ offsets, then a reshape to ``(rows, target_length)``. Output fields per row:
 * ``position_ids`` (int32): restart at 0 at the start of every segment (each document slice in the
   row, and the padding run);
 * ``document_ids`` (int32): segment index within the row, 0, 1, 2, … in order; **-1 marks padding**;
-* ``num_padding`` (int32 scalar): padding tokens at the end of the row.
+* ``num_padding`` (int32 scalar): padding tokens at the end of the row;
+* with ``mask_field`` set, that field too (uint8, ``target_length``): the documents' token-aligned
+  mask (e.g. ``tokenize_chat``'s ``loss_mask``) as 0/1, and 0 on padding. Without it rows have
+  exactly the four fields above, so existing pipelines' batches (and their hashes) are unchanged.
 """
 
 from __future__ import annotations
@@ -25,10 +28,14 @@ class PackWorker:
 
     target_length: int
     pad_id: int
+    mask_field: str | None = None
+    """Set when the rows' slices are :class:`~zephon_pack.algorithms.Masked` pairs (ids and mask)."""
 
     def __call__(self, rows: list[list[Any]]) -> list[dict[str, Any]]:
         L = self.target_length
+        masked = self.mask_field is not None
         parts: list[Any] = []
+        masks: list[Any] = []
         lens: list[int] = []
         seg: list[int] = []
         padding: list[int] = []
@@ -36,7 +43,11 @@ class PackWorker:
             fill = 0
             for j, s in enumerate(row):
                 n = len(s)
-                parts.append(s)
+                if masked:
+                    parts.append(s.ids)
+                    masks.append(s.mask)
+                else:
+                    parts.append(s)
                 lens.append(n)
                 seg.append(j)
                 fill += n
@@ -45,6 +56,8 @@ class PackWorker:
                 raise ValueError(f"pack_sequences: a row holds {fill} tokens, more than target_length={L}")
             if pad:
                 parts.append(np.full(pad, self.pad_id, dtype=np.int32))
+                if masked:
+                    masks.append(np.zeros(pad, dtype=np.uint8))
                 lens.append(pad)
                 seg.append(-1)
             padding.append(pad)
@@ -54,7 +67,7 @@ class PackWorker:
         starts = np.cumsum(lengths) - lengths
         pos = (np.arange(n_rows * L, dtype=np.int64) - np.repeat(starts, lengths)).astype(np.int32).reshape(n_rows, L)
         doc = np.repeat(np.asarray(seg, dtype=np.int32), lengths).reshape(n_rows, L)
-        return [
+        out = [
             {
                 "input_ids": ids[i],
                 "position_ids": pos[i],
@@ -63,3 +76,9 @@ class PackWorker:
             }
             for i in range(n_rows)
         ]
+        if masked:
+            assert self.mask_field is not None
+            mask = (np.concatenate(masks) != 0).view(np.uint8).reshape(n_rows, L)
+            for i, row_out in enumerate(out):
+                row_out[self.mask_field] = mask[i]
+        return out

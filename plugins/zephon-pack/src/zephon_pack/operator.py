@@ -42,6 +42,10 @@ class PackSequences(Operator):
         ignore_index: label value of positions that must not be trained on.
         mask_document_boundaries: also mask the label of a segment's last token (it would be the
             next document's first token).
+        mask_field: a token-aligned mask field of the records to pack with the ids (e.g.
+            ``"loss_mask"`` from ``tokenize_chat``). Rows then carry it (0 on padding) and
+            ``to_training()`` sets ``labels`` to ``ignore_index`` where the predicted token's mask
+            is 0. Every record must have it. None (default): only the token field is packed.
         parallelism: worker count for assembling rows.
         runner: ``"inline"``, ``"threads"`` or ``"processes"`` (default: the pipeline's).
         name: operator name in errors and fingerprints.
@@ -61,6 +65,7 @@ class PackSequences(Operator):
         field: str = "input_ids",
         ignore_index: int = -100,
         mask_document_boundaries: bool = True,
+        mask_field: str | None = None,
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -88,9 +93,14 @@ class PackSequences(Operator):
         if not isinstance(mask_document_boundaries, bool):
             raise ConfigError("pack_sequences: mask_document_boundaries must be True or False")
         self.mask_document_boundaries = mask_document_boundaries
+        if mask_field is not None and (not isinstance(mask_field, str) or not mask_field):
+            raise ConfigError(f"pack_sequences: mask_field must be a non-empty string or None, got {mask_field!r}")
+        if mask_field in (field, "position_ids", "document_ids", "num_padding"):
+            raise ConfigError(f"pack_sequences: mask_field {mask_field!r} would overwrite a field of the packed rows")
+        self.mask_field = mask_field
 
     def config(self) -> dict[str, Any]:
-        return {
+        config = {
             "target_length": self.target_length,
             "algorithm": self.algorithm,
             "num_open_bins": self.num_open_bins if self.algorithm != "wrap" else None,
@@ -100,16 +110,24 @@ class PackSequences(Operator):
             "ignore_index": self.ignore_index,
             "mask_document_boundaries": self.mask_document_boundaries,
         }
+        if self.mask_field is not None:  # only when used: existing pipelines keep their fingerprints
+            config["mask_field"] = self.mask_field
+        return config
 
     def new_accumulator(self, lane: int) -> Accumulator:
         if self.algorithm == "wrap":
-            return WrapAccumulator(self.target_length, self.field)
+            return WrapAccumulator(self.target_length, self.field, self.mask_field)
         return BinAccumulator(
-            self.target_length, self.field, self.num_open_bins, self.algorithm == "best_fit", self.allow_split
+            self.target_length,
+            self.field,
+            self.num_open_bins,
+            self.algorithm == "best_fit",
+            self.allow_split,
+            self.mask_field,
         )
 
     def worker(self) -> WorkerFn:
-        return PackWorker(self.target_length, self.pad_id)
+        return PackWorker(self.target_length, self.pad_id, self.mask_field)
 
     def training_view(self) -> PackedTrainingView:
-        return PackedTrainingView(self.ignore_index, self.mask_document_boundaries)
+        return PackedTrainingView(self.ignore_index, self.mask_document_boundaries, self.mask_field)

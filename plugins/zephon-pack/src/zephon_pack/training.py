@@ -18,6 +18,11 @@ global step can be concatenated whatever the gradient-accumulation split:
   that variable-length attention kernels take with :func:`varlen_cu_seqlens`;
 * ``num_valid_tokens`` int32 ``[B]``: labels that are not ``ignore_index``, per row (sum it to
   normalise the loss of a microbatch or a global step).
+
+With ``mask_field`` (``pack_sequences(..., mask_field="loss_mask")`` after ``tokenize_chat``), the
+label at position ``i`` is also ``ignore_index`` when the mask of token ``i + 1``, the token it
+predicts, is 0: only assistant tokens are trained on. The mask itself is returned too (uint8
+``[B, L]``) and ``num_valid_tokens`` counts the labels that remain.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class PackedTrainingView:
 
     ignore_index: int = -100
     mask_document_boundaries: bool = True
+    mask_field: str | None = None
 
     def __call__(self, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if not any(k in data for k in _PACKED_FIELDS):
@@ -56,8 +62,17 @@ class PackedTrainingView:
             keep &= nxt == doc[:, :-1]
         else:
             keep &= doc[:, :-1] >= 0
+        mask = None
+        if self.mask_field is not None:
+            mask = data.get(self.mask_field)
+            if mask is None:
+                raise ConfigError(
+                    f"pack_sequences training view: microbatch has no {self.mask_field!r} field "
+                    f"(fields: {sorted(data)}); did an operator after pack_sequences drop it?"
+                )
+            keep &= mask[:, 1:] != 0  # a label is trained on only if the token it predicts is
         labels[:, :-1] = np.where(keep, ids[:, 1:], self.ignore_index)
-        return {
+        out = {
             "input_ids": ids,
             "labels": labels,
             "position_ids": pos,
@@ -66,6 +81,10 @@ class PackedTrainingView:
             "cu_seqlens": row_cu_seqlens(doc),
             "num_valid_tokens": keep.sum(axis=1, dtype=np.int32),
         }
+        if mask is not None:
+            assert self.mask_field is not None
+            out[self.mask_field] = mask
+        return out
 
 
 def row_cu_seqlens(document_ids: np.ndarray) -> np.ndarray:

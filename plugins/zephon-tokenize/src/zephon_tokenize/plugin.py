@@ -1,7 +1,7 @@
-"""Entry point of the ``zephon`` plugin group: registers ``tokenize`` and ``ensure_mixture``.
+"""Entry point of the ``zephon`` plugin group: registers ``tokenize``, ``tokenize_chat`` and ``ensure_mixture``.
 
 Factories are lazy ``"module:attr"`` strings so that ``import zephon_core`` (and listing plugins)
-never imports ``tokenizers``.
+never imports ``tokenizers`` or ``jinja2``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ def zephon_register_operators(register: Any) -> None:
         name="tokenize",
         factory="zephon_tokenize.operator:Tokenize",
         description="text -> input_ids with HF tokenizers (offline; batch encoding on workers)",
+    )
+    register(
+        name="tokenize_chat",
+        factory="zephon_tokenize.chat:TokenizeChat",
+        description="conversations -> input_ids + assistant-only loss_mask with a Hugging Face chat template",
     )
     register(
         name="ensure_mixture",
