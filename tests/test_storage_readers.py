@@ -17,6 +17,7 @@ import pytest
 
 from zephon_core import ConfigError, ReaderError, ShardInfo
 from zephon_core.storage import (
+    INTEGRITY_OPTIONS,
     STORAGE_OPTIONS,
     DataFiles,
     FileReader,
@@ -81,9 +82,9 @@ def test_unknown_options_name_the_reader_and_the_valid_ones(folder: Path) -> Non
     assert storage_kwargs("x", {"retries": 2}) == {"retries": 2}
     with pytest.raises(ConfigError, match=r"lines reader: unknown option\(s\) \['colour'\]; valid options: \[") as info:
         LinesReader(str(folder), colour="red")
-    for name in ("upper", "prefetch", "open_files", *STORAGE_OPTIONS):
+    for name in ("upper", "prefetch", "open_files", *STORAGE_OPTIONS, *INTEGRITY_OPTIONS):
         assert repr(name) in str(info.value)
-    assert LinesReader.option_names() == sorted({"upper", "prefetch", "open_files", *STORAGE_OPTIONS})
+    assert LinesReader.option_names() == sorted({"upper", "prefetch", "open_files", *STORAGE_OPTIONS, *INTEGRITY_OPTIONS})
 
 
 def test_data_files_by_suffix_compression_and_privacy() -> None:

@@ -13,6 +13,8 @@ _EXPORTS = {
     "Dataset": "zephon_core.work.dataset",
     "MixtureSpec": "zephon_core.work.mixture",
     "StaticMixtureWorkSource": "zephon_core.work.source",
+    "ScheduledMixtureWorkSource": "zephon_core.work.scheduled",
+    "MixtureSchedule": "zephon_core.work.schedule",
     "WorkSource": "zephon_core.work.contract",
     "BaseWorkSource": "zephon_core.work.contract",
     "SourceInfo": "zephon_core.work.contract",
@@ -41,6 +43,7 @@ _EXPORTS = {
     "ConfigError": "zephon_core.errors",
     "PluginError": "zephon_core.errors",
     "ReaderError": "zephon_core.errors",
+    "RecordError": "zephon_core.errors",
     "OperatorError": "zephon_core.errors",
     "CheckpointError": "zephon_core.errors",
     "WorkerCrashedError": "zephon_core.errors",
@@ -72,6 +75,7 @@ if TYPE_CHECKING:
         OperatorError,
         PluginError,
         ReaderError,
+        RecordError,
         WorkerCrashedError,
         ZephonError,
     )
@@ -87,4 +91,6 @@ if TYPE_CHECKING:
     from zephon_core.work.lanes import LaneLayout
     from zephon_core.work.mixture import MixtureSpec
     from zephon_core.work.readers import Reader, ShardInfo
+    from zephon_core.work.schedule import MixtureSchedule
+    from zephon_core.work.scheduled import ScheduledMixtureWorkSource
     from zephon_core.work.source import StaticMixtureWorkSource

@@ -1,4 +1,4 @@
-"""The ``zephon`` command: list plugins, build format indexes, run a demo.
+"""The ``zephon`` command: list plugins, build format indexes, run a demo, profile a pipeline, read manifests.
 
 Each invocation builds one plugin manager and passes it to whatever the command runs, so what
 ``zephon plugins`` lists is exactly what ``zephon demo`` and ``zephon index`` use.
@@ -7,6 +7,7 @@ Each invocation builds one plugin manager and passes it to whatever the command 
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,11 @@ def _plugins(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
 
 
 def _index(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
+    """Build the format's index and manifest (``--checksum``: with content checksums), then ``--validate``.
+
+    Exit status 1 when validation finds a bad record or file; 2 for an error before that.
+    """
+    from zephon_core.errors import ConfigError
     from zephon_core.plugins import load_object
 
     registry = plugins.registry
@@ -36,10 +42,41 @@ def _index(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
     reg = registry.get("reader", fmt)
     builder = reg.extra.get("index")
     if builder is None:
+        if args.checksum:
+            raise ConfigError(f"format {fmt!r} has no index builder, so it cannot record checksums")
         print(f"{args.path}: format {fmt!r} needs no index")
+    else:
+        build = load_object(builder)
+        if args.checksum and "checksum" not in inspect.signature(build).parameters:
+            raise ConfigError(
+                f"format {fmt!r} ({reg.package}): its index builder takes no checksum= argument, "
+                "so it cannot record checksums"
+            )
+        from zephon_core.progress import Ticker
+
+        with Ticker(f"indexing {args.path}"):  # elapsed time on a terminal; silent otherwise
+            built = build(args.path, **({"checksum": True} if args.checksum else {}))
+        print(f"{args.path}: {built}")
+    if not args.validate:
         return 0
-    print(f"{args.path}: {load_object(builder)(args.path)}")
-    return 0
+    from zephon_core.storage.validate import validate
+
+    reader = registry.make_reader(fmt, args.path)
+    try:
+        result = validate(reader, jobs=args.jobs, progress=_progress if sys.stderr.isatty() else None)
+    finally:
+        reader.close()
+    for bad in result.bad:
+        print(bad.line())
+    verdict = "all records decode" if result.ok else f"{result.bad_records} bad record(s), {result.bad_files} unreadable file(s)"
+    print(f"{args.path}: validated {result.files} file(s), {result.records} record(s): {verdict}")
+    return 0 if result.ok else 1
+
+
+def _progress(done: int, total: int, records: int, bad: int) -> None:
+    """Progress of ``--validate`` on one terminal line (only when stderr is a terminal)."""
+    end = "\n" if done == total else ""
+    print(f"\rvalidating: {done}/{total} files, {records} records, {bad} bad", end=end, file=sys.stderr, flush=True)
 
 
 def _demo(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
@@ -72,6 +109,24 @@ def _demo(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
     return 0 if demo.run(lanes=args.lanes, quick=args.quick, plugins=plugins) else 1
 
 
+def _profile(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
+    from zephon_core import profile
+
+    return profile.main(args, plugins)
+
+
+def _manifest(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
+    """``manifest show`` prints a summary or one step; ``manifest diff`` exits 1 when the runs differ."""
+    from zephon_core import manifest
+
+    if args.action == "show":
+        print(manifest.show(args.path, step=args.step, lane=args.lane, as_json=args.json))
+        return 0
+    result = manifest.diff(args.a, args.b, max_rows=args.max_rows)
+    print(result)
+    return 0 if result.step is None else 1
+
+
 def main(argv: list[str] | None = None, *, plugins: ZephonPluginManager | None = None) -> int:
     """Run the command line ``argv``; ``plugins`` replaces the installed plugins (for tests and embedding)."""
     parser = argparse.ArgumentParser(prog="zephon", description=__doc__)
@@ -79,9 +134,19 @@ def main(argv: list[str] | None = None, *, plugins: ZephonPluginManager | None =
     p = sub.add_parser("plugins", help="list installed readers, operators, runners and demos")
     p.add_argument("--kind", choices=["reader", "operator", "runner", "demo"])
     p.set_defaults(fn=_plugins)
-    p = sub.add_parser("index", help="build the index a dataset's format needs, ahead of time")
+    p = sub.add_parser(
+        "index",
+        help="build the index and manifest of a dataset ahead of time; optionally checksum and validate it",
+    )
     p.add_argument("path")
     p.add_argument("--format")
+    p.add_argument(
+        "--checksum", action="store_true", help="record each file's SHA-256 in the manifest (for verify='checksum')"
+    )
+    p.add_argument(
+        "--validate", action="store_true", help="decode every record and list the bad ones (exit status 1 if any)"
+    )
+    p.add_argument("--jobs", type=int, default=None, help="worker processes for --validate (default: CPUs)")
     p.set_defaults(fn=_index)
     p = sub.add_parser("demo", help="run the demo pipeline and check its determinism")
     p.add_argument("--lanes", type=int, default=4, help="lanes of the kernel demo (default 4)")
@@ -90,6 +155,30 @@ def main(argv: list[str] | None = None, *, plugins: ZephonPluginManager | None =
     p.add_argument("--name", help="which installed demo to run (default: text)")
     p.add_argument("--list", action="store_true", help="list the installed demos and exit")
     p.set_defaults(fn=_demo)
+    p = sub.add_parser(
+        "profile",
+        help="run a pipeline for a while and print where its time goes (per-stage table, bottleneck, plot, trace)",
+    )
+    p.add_argument("definition", help="a Python file with build_pipeline(), or a JSON/YAML pipeline definition")
+    p.add_argument("--seconds", type=float, help="how long to run after the first batch (default 10)")
+    p.add_argument("--batches", type=int, help="how many microbatches to take instead of --seconds")
+    p.add_argument("--consumer-ms", type=float, default=0.0, help="sleep per microbatch, standing in for a training step")
+    p.add_argument("--plot", metavar="FILE.png", help="draw throughput, busy fraction and queue fill per stage over time")
+    p.add_argument("--trace", metavar="FILE.json", help="write worker task spans as a Chrome/Perfetto trace")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object (no table, no progress)")
+    p.set_defaults(fn=_profile)
+    p = sub.add_parser("manifest", help="read provenance manifests written with options(manifest=PATH)")
+    msub = p.add_subparsers(dest="action", required=True)
+    m = msub.add_parser("show", help="a manifest's summary, or what one global step held")
+    m.add_argument("path")
+    m.add_argument("--step", type=int, help="the global step to show")
+    m.add_argument("--lane", type=int, help="only this lane of the step")
+    m.add_argument("--json", action="store_true", help="print JSON")
+    m = msub.add_parser("diff", help="the first global step where two runs differ, and which samples differ")
+    m.add_argument("a")
+    m.add_argument("b")
+    m.add_argument("--max-rows", type=int, default=20, help="differing rows to list per lane (default 20)")
+    p.set_defaults(fn=_manifest)
     args = parser.parse_args(argv)
     try:
         if plugins is None:

@@ -31,6 +31,16 @@ class ReaderError(ZephonError):
     """A dataset file or shard cannot be listed or read (missing, truncated, corrupt)."""
 
 
+class RecordError(ReaderError):
+    """A record does not decode (invalid JSON, a corrupt value) although its shard is intact.
+
+    Readers raise this, not a plain :class:`ReaderError`, for damage confined to the records asked
+    for, so that ``on_error="skip"`` can drop exactly those records (a tombstone) and go on. A
+    missing, short or unreadable file stays a :class:`ReaderError`: skipping it would silently train
+    on less data.
+    """
+
+
 class OperatorError(ZephonError):
     """A worker or accumulator of an operator raised; names the operator and the samples."""
 

@@ -36,7 +36,13 @@ class FetchAccumulator:
 
 @dataclass(frozen=True)
 class FetchWorker:
-    """Reads a chunk's samples, one reader call per (dataset, shard) group."""
+    """Reads a chunk's samples, one reader call per (dataset, shard) group.
+
+    A reader with ``read_or_skip`` (every :class:`~zephon_core.storage.StorageReader`) is read
+    through it, so with its ``on_error="skip"`` a record that does not decode comes back as
+    ``None``: a tombstone in the fetch stage's output, the only kind this stage makes, so the
+    records a run skipped are the fetch stage's dropped lineage (the dataset is in each sample id).
+    """
 
     names: tuple[str, ...]
     readers: tuple[Reader, ...]
@@ -50,8 +56,9 @@ class FetchWorker:
         for pos in np.split(order, bounds):
             d, s = int(ds[pos[0]]), int(shard[pos[0]])
             reader = self.readers[d]
+            read = getattr(reader, "read_or_skip", reader.read)
             try:
-                rows = reader.read(s, index[pos])
+                rows = read(s, index[pos])
             except ZephonError as exc:
                 exc.index = int(pos[0])
                 raise

@@ -13,6 +13,8 @@ file while the others wait for it. Coordination uses only the file system:
   either no file or a complete one.
 * ``.evict.lock`` — serialises eviction. Least recently used entries (by mtime, refreshed on every
   use) are removed until the cache fits its byte limit; pinned entries are skipped.
+* ``<key>.checked`` — written once an entry's content was checked (``verify="checksum"``): the check
+  runs once per node, not once per process, and eviction removes the marker with its entry.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from dataclasses import dataclass
 
 from zephon_core.errors import ReaderError, ZephonError
 
-_SUFFIXES = (".lock", ".evict.lock")
+_SUFFIXES = (".lock", ".evict.lock", ".checked")
+_CHECKED = ".checked"
 _TMP = ".tmp-"
 
 
@@ -192,6 +195,40 @@ class ShardCache:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
+    # -- content checks ---------------------------------------------------------------------------
+    def check(self, key: str, check_id: str, check: Callable[[str], None]) -> bool:
+        """Run ``check(path)`` on the complete entry ``key`` unless it already passed a check ``check_id``.
+
+        The caller holds a pin on the entry. A passed check is remembered in ``<key>.checked``
+        (naming ``check_id`` and the file's inode and size, so an entry evicted and produced again is
+        checked again). ``check`` raises to reject the entry; see :meth:`discard`.
+
+        Returns:
+            True when ``check`` ran (False: the entry had passed already).
+        """
+        path = self.path_of(key)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise ReaderError(f"cache entry {path!r} vanished while pinned") from None
+        token = f"{check_id} {st.st_ino} {st.st_size}"
+        marker = path + _CHECKED
+        with contextlib.suppress(OSError):
+            with open(marker, encoding="utf-8") as f:
+                if f.read() == token:
+                    return False
+        check(path)
+        tmp = f"{marker}{_TMP}{os.getpid()}-{threading.get_ident()}"
+        with contextlib.suppress(OSError):  # no marker: the next process checks again, nothing worse
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(token)
+            os.replace(tmp, marker)
+        return True
+
+    def discard(self, key: str) -> bool:
+        """Remove entry ``key`` (one that failed its check) unless someone pins it; True if removed."""
+        return self._try_remove(key)
+
     # -- bookkeeping ------------------------------------------------------------------------------
     def entries(self) -> Iterator[tuple[str, os.stat_result]]:
         """Complete entries as ``(key, stat)``: no lock files, no partial downloads."""
@@ -237,6 +274,8 @@ class ShardCache:
             os.close(lock)
             return False  # pinned or being produced
         try:
+            with contextlib.suppress(FileNotFoundError):  # the marker first: it must never outlive its entry
+                os.unlink(self.path_of(key) + _CHECKED)
             os.unlink(self.path_of(key))
             return True
         except FileNotFoundError:

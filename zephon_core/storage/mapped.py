@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from zephon_core.errors import ReaderError
-from zephon_core.storage.location import Storage
+from zephon_core.storage.integrity import open_verified
+from zephon_core.storage.location import FileInfo, LocalFile, Storage
 
 Decompress = Callable[[str, str, str], None]
 """``decompress(codec, src_path, dst_path, what=...)`` writes the decompressed file."""
@@ -40,15 +41,19 @@ class MappedFiles:
         self._open: OrderedDict[tuple[str, str | None], tuple[memoryview, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def view(self, rel: str, codec: str | None = None) -> memoryview:
-        """The bytes of ``rel`` (decompressed with ``codec`` first, if given) as a read-only view."""
+    def view(self, rel: str, codec: str | None = None, *, expected: str | None = None) -> memoryview:
+        """The bytes of ``rel`` (decompressed with ``codec`` first, if given) as a read-only view.
+
+        ``expected``: the file's recorded checksum (``verify="checksum"``), checked before the file
+        (or its decompressed copy) is first used; see :func:`~zephon_core.storage.integrity.open_verified`.
+        """
         key = (rel, codec)
         with self._lock:
             hit = self._open.get(key)
             if hit is not None:
                 self._open.move_to_end(key)
                 return hit[0]
-        view, pin = self._map(rel, codec)
+        view, pin = self._map(rel, codec, expected)
         with self._lock:
             self._open[key] = (view, pin)
             self._open.move_to_end(key)
@@ -57,10 +62,16 @@ class MappedFiles:
                 _release(old_pin)
         return view
 
-    def _map(self, rel: str, codec: str | None) -> tuple[memoryview, Any]:
+    def _map(self, rel: str, codec: str | None, expected: str | None) -> tuple[memoryview, Any]:
         st = self.storage
+
+        def open_local(info: FileInfo | None) -> LocalFile:
+            if expected is None:
+                return st.open_local(rel, info)
+            return open_verified(st, info or st.info(rel), expected)
+
         if codec is None:
-            local = st.open_local(rel)
+            local = open_local(None)
             return _mmap_path(local.path, st.url_of(rel)), local
         if self.decompress is None:
             raise ReaderError(f"{st.url_of(rel)}: compressed with {codec!r} but no decompressor was given")
@@ -68,13 +79,16 @@ class MappedFiles:
         info = st.info(rel)
 
         def produce(tmp: str) -> None:
-            src = st.open_local(rel, info)
+            src = open_local(info)
             try:
                 decompress(codec, src.path, tmp, what=st.url_of(rel))
             finally:
                 src.release()
 
-        entry = st.materialize(st.key_of(info, "decompressed", codec), produce, what=st.url_of(rel))
+        # A copy decompressed from a checked source is a cache entry of its own: one made earlier
+        # from an unchecked source must not pass for it.
+        extra = ("decompressed", codec, "checked") if expected else ("decompressed", codec)
+        entry = st.materialize(st.key_of(info, *extra), produce, what=st.url_of(rel))
         return _mmap_path(entry.path, st.url_of(rel)), entry
 
     def clear(self) -> None:

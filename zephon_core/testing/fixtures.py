@@ -30,7 +30,14 @@ import pytest
 
 from zephon_core import ConfigError, Dataset, Pipeline, ReaderError, StaticMixtureWorkSource, ZephonError
 from zephon_core.conformance import ReaderCapabilities, ReaderConformance
-from zephon_core.testing.readers import SharedTests, read_all, unknown_option_message
+from zephon_core.testing.readers import (
+    SharedTests,
+    flip_byte,
+    manifest_of,
+    read_all,
+    unknown_option_message,
+    zephon_index,
+)
 from zephon_core.testing.tagged import load_expected, tag, untag
 from zephon_core.work.readers import Reader
 
@@ -220,6 +227,52 @@ class LayoutFaults(SharedTests):
         n = ds.shards[0].num_samples
         with pytest.raises(ReaderError, match=f"sample index {n} out of range"):
             ds.reader.read(0, np.array([0, n]))
+
+    def test_manifest_catches_missing_short_and_dropped_shards(
+        self, variant: str, data_dir: Path, tmp_path: Path
+    ) -> None:
+        """With the manifest of ``zephon index``, a damaged dataset fails when opened, not hours into a run."""
+        folder = copy_variant(data_dir, variant, tmp_path)
+        opts = self.variant_options(variant)
+        zephon_index(folder)
+        files = manifest_of(folder)["files"]
+        assert files[0]["path"] == "index.json" and re.fullmatch(r"sha256:[0-9a-f]{64}", files[0]["checksum"])
+        total = Dataset.from_path("x", str(folder), **opts).num_samples
+        missing, short = self._victim(folder, 1), self._victim(folder, 0)
+        kept = (folder / missing).read_bytes()
+        (folder / missing).unlink()
+        with pytest.raises(ReaderError, match=rf"{re.escape(missing)}: listed in _zephon_manifest\.json but missing"):
+            Dataset.from_path("x", str(folder), **opts)
+        (folder / missing).write_bytes(kept)
+        data = (folder / short).read_bytes()
+        (folder / short).write_bytes(data[: len(data) // 2])
+        with pytest.raises(ReaderError, match=rf"{re.escape(short)}: has \d+ bytes, _zephon_manifest\.json says"):
+            Dataset.from_path("x", str(folder), **opts)
+        (folder / short).write_bytes(data)
+        # A shard deleted together with its entry: index.json alone would describe a smaller dataset.
+        dropped = self._victim(folder, 2)
+        (folder / dropped).unlink()
+        edit_index(folder, lambda idx: idx[self.shards_key].pop(2))
+        with pytest.raises(ReaderError, match=r"index\.json: is not the index\.json that was indexed"):
+            Dataset.from_path("x", str(folder), **opts)
+        assert Dataset.from_path("x", str(folder), manifest=False, **opts).num_samples < total
+
+    def test_verify_checksum_catches_a_flipped_byte(self, variant: str, data_dir: Path, tmp_path: Path) -> None:
+        folder = copy_variant(data_dir, variant, tmp_path)
+        opts = self.variant_options(variant)
+        with pytest.raises(ReaderError, match=r"verify='checksum' but there is no _zephon_manifest\.json"):
+            Dataset.from_path("x", str(folder), verify="checksum", **opts)
+        zephon_index(folder)
+        victim, first = self._victim(folder, 1), self._victim(folder, 0)
+        with pytest.raises(ReaderError, match=rf"{re.escape(first)}: verify='checksum' but _zephon_manifest\.json has no checksum"):
+            Dataset.from_path("x", str(folder), verify="checksum", **opts)
+        zephon_index(folder, "--checksum")
+        ds = Dataset.from_path("x", str(folder), verify="checksum", **opts)
+        assert len(ds.reader.read(0, np.arange(2))) == 2  # shard 0 checked and good
+        flip_byte(folder / victim)
+        ds = Dataset.from_path("x", str(folder), verify="checksum", **opts)  # sizes agree: opening is fine
+        with pytest.raises(ReaderError, match=rf"{re.escape(victim)}.*content checksum mismatch: expected sha256:[0-9a-f]{{64}} .*actual sha256:"):
+            read_all(ds)
 
     def test_pipeline_error_names_the_shard(self, data_dir: Path, tmp_path: Path) -> None:
         folder = copy_variant(data_dir, self.variant, tmp_path)

@@ -9,7 +9,10 @@ Every format is checked the same way, so the comparisons live here once:
 * :class:`CorpusConformance` runs the kernel's :class:`~zephon_core.conformance.ReaderConformance`
   on corpus documents written by the format's own writer.
 * :class:`FileReaderFaults` and :class:`ColumnarReaderFaults` are the bad-input tests every
-  file-per-shard reader must pass (a fault is a ``ReaderError`` that names the file).
+  file-per-shard reader must pass (a fault is a ``ReaderError`` that names the file), including
+  the ``zephon index`` manifest (a missing or short file) and ``verify="checksum"``.
+* :func:`run_cli`, :func:`flip_byte` and :func:`zephon_index` drive ``zephon index`` and damage a
+  file the way storage does (same size and mtime), for tests of a format's own.
 
 The test classes are not collected until subclassed; a subclass sets the class attributes and
 implements ``write``, and may add format-specific tests as methods.
@@ -17,6 +20,10 @@ implements ``write``, and may add format-specific tests as methods.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,6 +48,43 @@ from zephon_core.testing.corpus import documents
 from zephon_core.work.readers import Reader
 
 Record = dict[str, Any]
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """Run the ``zephon`` command line in this process: ``(exit status, stdout, stderr)``."""
+    from zephon_core.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def zephon_index(path: str | Path, *flags: str) -> str:
+    """``zephon index PATH [flags]`` (e.g. ``--checksum``), which must succeed; returns its output."""
+    code, out, err = run_cli("index", str(path), *flags)
+    assert code == 0, f"zephon index {path} {' '.join(flags)} exited {code}:\n{out}\n{err}"
+    return out
+
+
+def manifest_of(folder: str | Path) -> dict[str, Any]:
+    """The ``_zephon_manifest.json`` of a dataset folder, parsed."""
+    return json.loads((Path(folder) / "_zephon_manifest.json").read_text())
+
+
+def flip_byte(path: Path, offset: int | None = None) -> int:
+    """Flip one byte of ``path`` (default: in the middle) keeping its size and mtime, as bit rot would.
+
+    Size and mtime unchanged means no listing, manifest size or index staleness check can see it:
+    only a content checksum (or the format's own CRCs) can. Returns the offset.
+    """
+    st = path.stat()
+    data = bytearray(path.read_bytes())
+    at = len(data) // 2 if offset is None else offset
+    data[at] ^= 0x5A
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return at
 
 
 def split(docs: Sequence[Record], sizes: Sequence[int]) -> list[list[Record]]:
@@ -248,6 +292,71 @@ class FileReaderFaults(SharedTests):
         self.write(folder / f"part{self.suffix}", docs)
         return folder
 
+    @pytest.fixture
+    def three_files(self, tmp_path: Path, docs: list[Record]) -> Path:
+        """A folder of ``p0``, ``p1``, ``p2`` (100 documents each)."""
+        folder = tmp_path / "three"
+        folder.mkdir()
+        for k in range(3):
+            self.write(folder / f"p{k}{self.suffix}", docs[k * 100 : (k + 1) * 100])
+        return folder
+
+    def build_index(self, path: str) -> str:
+        """Run the format's ``zephon index`` on ``path`` and return its summary."""
+        return zephon_index(path)
+
+    def name(self, stem: str) -> str:
+        """A regex matching data file ``stem`` (e.g. ``"p1"``) in messages."""
+        return re.escape(stem + self.suffix)
+
+    def test_index_records_sizes_counts_and_checksums(self, three_files: Path) -> None:
+        zephon_index(three_files, "--checksum")
+        files = manifest_of(three_files)["files"]
+        assert [(f["path"], f["samples"]) for f in files] == [(f"p{k}{self.suffix}", 100) for k in range(3)]
+        for f in files:
+            assert f["size"] == (three_files / f["path"]).stat().st_size
+            assert re.fullmatch(r"sha256:[0-9a-f]{64}", f["checksum"])
+
+    def test_short_or_missing_file_is_an_error_with_a_manifest(self, three_files: Path, docs: list[Record]) -> None:
+        self.build_index(str(three_files))
+        p1 = three_files / f"p1{self.suffix}"
+        kept = p1.read_bytes()
+        self.write(p1, docs[100:150])  # a well-formed but shorter file: only the manifest can tell
+        with pytest.raises(ReaderError, match=rf"{self.name('p1')}: has \d+ bytes, _zephon_manifest\.json says"):
+            Dataset.from_path("x", str(three_files))
+        p1.unlink()
+        with pytest.raises(ReaderError, match=rf"{self.name('p1')}: (listed in _zephon_manifest\.json but )?missing"):
+            Dataset.from_path("x", str(three_files))
+        p1.write_bytes(kept)
+        assert Dataset.from_path("x", str(three_files)).num_samples == 300
+
+    def test_verify_checksum_catches_a_flipped_byte(self, three_files: Path, docs: list[Record]) -> None:
+        zephon_index(three_files, "--checksum")
+        flip_byte(three_files / f"p1{self.suffix}")
+        ds = Dataset.from_path("x", str(three_files), verify="checksum")  # sizes agree: opening is fine
+        assert [r["text"] for r in ds.reader.read(0, np.arange(3))] == [d["text"] for d in docs[:3]]
+        mismatch = rf"{self.name('p1')}: content checksum mismatch: expected sha256:[0-9a-f]{{64}} .*actual sha256:[0-9a-f]{{64}}"
+        with pytest.raises(ReaderError, match=mismatch):
+            ds.reader.read(1, np.arange(3))
+        with pytest.raises(ZephonError, match=mismatch):
+            for _ in fetch_pipeline([ds], parallelism=2):
+                pass
+
+    def test_verify_checksum_needs_recorded_checksums(self, three_files: Path) -> None:
+        with pytest.raises(ReaderError, match=r"verify='checksum' but there is no _zephon_manifest\.json; run `zephon index .* --checksum`"):
+            Dataset.from_path("x", str(three_files), verify="checksum")
+        self.build_index(str(three_files))
+        with pytest.raises(ReaderError, match=rf"{self.name('p0')}: verify='checksum' but _zephon_manifest\.json has no checksum"):
+            Dataset.from_path("x", str(three_files), verify="checksum")
+        with pytest.raises(ConfigError, match=rf"{self.dataset_format} reader: verify must be"):
+            Dataset.from_path("x", str(three_files), verify="md5")
+
+    def test_validate_a_clean_dataset(self, three_files: Path) -> None:
+        code, out, err = run_cli("index", str(three_files), "--validate", "--jobs", "1")
+        assert code == 0, out + err
+        assert "validated 3 file(s), 300 record(s): all records decode" in out
+        assert err == ""  # stderr is not a terminal here: no progress line
+
     def test_missing_path_and_unknown_layout(self, tmp_path: Path) -> None:
         with pytest.raises(ReaderError, match="does not exist"):
             Dataset.from_path("x", str(tmp_path / "nope"))
@@ -279,17 +388,13 @@ class FileReaderFaults(SharedTests):
 class ColumnarReaderFaults(FileReaderFaults):
     """:class:`FileReaderFaults` plus what a columnar format with a footer must catch.
 
-    Subclass with ``label`` (the format's name in "not a readable <label> file"), ``replaced``
-    (the error for a file rewritten after listing) and ``build_index`` (``zephon index``) too.
+    Subclass with ``label`` (the format's name in "not a readable <label> file") and ``replaced``
+    (the error for a file rewritten after listing) too.
     """
 
     __test__ = False
     label: ClassVar[str] = ""
     replaced: ClassVar[str] = ""
-
-    def build_index(self, path: str) -> str:
-        """Run the format's ``zephon index`` on ``path`` and return its summary."""
-        raise NotImplementedError
 
     @property
     def unreadable(self) -> str:

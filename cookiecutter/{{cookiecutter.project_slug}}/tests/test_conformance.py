@@ -18,26 +18,48 @@ class Test{{ cookiecutter.class_name }}(OperatorConformance):
 import csv
 
 from zephon_core.conformance import ReaderConformance
-from zephon_core.conformance.samples import text_records
+from zephon_core.testing.corpus import documents
+from zephon_core.testing.readers import FileReaderFaults, split, zephon_index
 
-from {{ cookiecutter.package_name }}.index import build_index
+
+def write_csv(path, records):
+    """Written with the standard library's own csv writer (every value becomes text)."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(records[0]))
+        w.writeheader()
+        w.writerows(records)
+
+
+def as_text(records):
+    return [{k: str(v) for k, v in r.items()} for r in records]
 
 
 class Test{{ cookiecutter.class_name }}(ReaderConformance):
     @pytest.fixture
-    def reader_path(self, tmp_path):
+    def expected_samples(self):
+        return [as_text(s) for s in split(documents(limit=360), (120, 120, 120))]
+
+    @pytest.fixture
+    def reader_path(self, tmp_path, expected_samples):
         root = tmp_path / "data"
         root.mkdir()
-        records = text_records(120)
-        for shard in range(3):  # written with the standard library's own csv writer
-            with open(root / f"part-{shard}.csv", "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=["n", "text"])
-                w.writeheader()
-                w.writerows({"n": r["n"], "text": r["text"]} for r in records[shard::3])
-        build_index(str(root))
+        for k, shard in enumerate(expected_samples):
+            write_csv(root / f"part-{k}.csv", shard)
+        zephon_index(root)  # the manifest lets a missing or short file be detected
         return str(root)
 
     @pytest.fixture
     def reader_format(self):
         return "{{ cookiecutter.name }}"
+
+
+class TestFaults(FileReaderFaults):
+    """Bad input (missing, short, corrupt files; checksums; --validate) is an error naming the file."""
+
+    dataset_format = "{{ cookiecutter.name }}"
+    suffix = ".csv"
+    samples = 300
+
+    def write(self, path, records):
+        write_csv(path, records)
 {%- endif %}

@@ -14,16 +14,33 @@ def test_repeats_are_dropped_within_a_window():
 {%- else -%}
 import csv
 
+from zephon_core.testing.readers import run_cli
 
-def test_reads_through_a_pipeline(tmp_path):
-    with open(tmp_path / "a.csv", "w", newline="") as f:
+
+def write(path, rows):
+    with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["n", "text"])
-        w.writerows([[i, f"row {i}"] for i in range(10)])
+        w.writerows(rows)
+
+
+def test_reads_through_a_pipeline(tmp_path):
+    write(tmp_path / "a.csv", [[i, f"row {i}"] for i in range(10)])
     ds = Dataset.from_path("a", str(tmp_path))
     assert ds.format == "{{ cookiecutter.name }}"
     ws = StaticMixtureWorkSource([ds], chunk_size=5, shuffle=False)
     with Pipeline(ws).batch(5) as p:
         texts = [t for b in p for t in b.data["text"].tolist()]
     assert texts == [f"row {i}" for i in range(10)]
+
+
+def test_a_bad_row_is_found_by_validate_and_skipped_on_request(tmp_path):
+    write(tmp_path / "a.csv", [[i, f"row {i}"] if i != 3 else [i] for i in range(10)])
+    code, out, _ = run_cli("index", str(tmp_path), "--validate")
+    assert code == 1 and "a.csv: row 3 has 1 fields, header has 2" in out
+    ds = Dataset.from_path("a", str(tmp_path), on_error="skip", max_bad_fraction=0.5)
+    ws = StaticMixtureWorkSource([ds], chunk_size=5, shuffle=False)
+    with Pipeline(ws).batch(3) as p:
+        texts = [t for b in p for t in b.data["text"].tolist()]
+    assert texts == [f"row {i}" for i in range(10) if i != 3]
 {%- endif %}

@@ -13,7 +13,7 @@ import pytest
 import zstandard
 
 from zephon_core import Dataset, ReaderError
-from zephon_core.testing.readers import FileReaderFaults
+from zephon_core.testing.readers import FileReaderFaults, zephon_index
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,6 +36,34 @@ class TestJsonlFaults(FileReaderFaults):
         with pytest.raises(ReaderError, match="several formats"):
             Dataset.from_path("x", str(one_file))
         assert Dataset.from_path("x", str(one_file), format="jsonl").num_samples == len(docs)
+
+    def test_cut_at_a_line_boundary_with_its_index_is_caught_by_the_manifest(self, three_files: Path) -> None:
+        """Whole lines cut off and the index deleted too: a well-formed, smaller file only the manifest catches."""
+        zephon_index(three_files)
+        p1 = three_files / "p1.jsonl"
+        data = p1.read_bytes()
+        p1.write_bytes(data[: data.index(b"\n", len(data) // 2) + 1])
+        (three_files / "p1.jsonl.zidx").unlink()
+        with pytest.raises(ReaderError, match=r"p1\.jsonl: has \d+ bytes, _zephon_manifest\.json says \d+"):
+            Dataset.from_path("x", str(three_files))
+        assert Dataset.from_path("x", str(three_files), manifest=False).num_samples < 300  # what it guards against
+
+    def test_file_deleted_together_with_its_index(self, three_files: Path) -> None:
+        zephon_index(three_files)
+        (three_files / "p2.jsonl").unlink()
+        (three_files / "p2.jsonl.zidx").unlink()
+        with pytest.raises(ReaderError, match=r"p2\.jsonl: listed in _zephon_manifest\.json but missing"):
+            Dataset.from_path("x", str(three_files))
+
+    def test_record_count_is_held_to_the_manifest(self, three_files: Path) -> None:
+        """Two lines joined into one (same size) and the index rebuilt on request: the count moved."""
+        zephon_index(three_files)
+        p0 = three_files / "p0.jsonl"
+        data = p0.read_bytes()
+        cut = data.index(b"\n")
+        p0.write_bytes(data[:cut] + b" " + data[cut + 1 :])
+        with pytest.raises(ReaderError, match=r"p0\.jsonl: has 99 samples, _zephon_manifest\.json says 100: the file changed"):
+            Dataset.from_path("x", str(three_files), rebuild_stale=True)
 
     def test_truncated_before_indexing(self, one_file: Path) -> None:
         data = (one_file / "part.jsonl").read_bytes()

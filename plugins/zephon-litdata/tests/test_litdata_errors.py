@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from zephon_core import ReaderError
+from zephon_core import Dataset, ReaderError
 from zephon_core.testing.fixtures import LayoutFaults, copy_variant, read_path
+from zephon_core.testing.readers import run_cli
 
 
 class TestLitDataFaults(LayoutFaults):
@@ -29,6 +30,8 @@ class TestLitDataFaults(LayoutFaults):
             "tokens",
         ),
         "test_sample_count_disagrees_with_index": ("pytree", "pytree_zstd_batch", "arrow_rows_zstd"),
+        "test_manifest_catches_missing_short_and_dropped_shards": ("pytree", "pytree_zstd_chunk", "tokens"),
+        "test_verify_checksum_catches_a_flipped_byte": ("pytree", "pytree_zstd_chunk", "arrow_rows"),
     }
     index_edits = [  # noqa: RUF012
         (lambda idx: idx["config"].update(item_loader="TemporalArrayLoader"), "item_loader 'TemporalArrayLoader'"),
@@ -92,3 +95,20 @@ def test_corrupt_item_header(data_dir: Path, tmp_path: Path) -> None:
     chunk.write_bytes(bytes(data))
     with pytest.raises(ReaderError, match=r"chunk-0-0\.bin.*corrupt item"):
         read_path(ds_dir)
+
+
+def test_bad_items_and_frames_are_validated_and_skipped(data_dir: Path, tmp_path: Path) -> None:
+    """A bad zstd frame drops its items (reported once, as a run), nothing else."""
+    ds_dir = copy_variant(data_dir, "pytree_zstd_batch", tmp_path)
+    chunk = ds_dir / "chunk-0-2.bin"
+    data = bytearray(chunk.read_bytes())
+    n, per_frame = struct.unpack_from("<II", data, 12)
+    first_frame = struct.unpack_from("<Q", data, 24 + 4 * (n + 1) + 8)[0]
+    data[first_frame : first_frame + 4] = b"\xff\xff\xff\xff"
+    chunk.write_bytes(bytes(data))
+    code, out, _ = run_cli("index", str(ds_dir), "--validate", "--jobs", "1")
+    (line,) = [x for x in out.splitlines() if "chunk-0-2.bin" in x]
+    assert code == 1 and "frame 0: corrupt zstd data" in line and line.endswith(f"records: 0-{per_frame - 1})")
+    ds = Dataset.from_path("x", str(ds_dir), on_error="skip", max_bad_fraction=0.5)
+    rows = ds.reader.read_or_skip(2, np.arange(ds.shards[2].num_samples))
+    assert rows[:per_frame] == [None] * per_frame and None not in rows[per_frame:]

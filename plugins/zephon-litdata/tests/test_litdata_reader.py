@@ -105,13 +105,16 @@ def test_tokens_need_a_block_size(data_dir):
     assert all(len(r["item"]) == 16 for r in ds.reader.read(0, np.arange(ds.shards[0].num_samples)))
 
 
-def test_zephon_index_command(data_dir, capsys):
+def test_zephon_index_command(data_dir, tmp_path, capsys):
     from zephon_core.cli import main
 
-    assert main(["index", str(data_dir / "pytree_zstd_batch")]) == 0
+    # index writes a manifest: never into the committed fixtures
+    batch = shutil.copytree(data_dir / "pytree_zstd_batch", tmp_path / "batch")
+    assert main(["index", str(batch)]) == 0
     out = capsys.readouterr().out
     assert "litdata: 5 chunks (5 framed-zstd), 100 samples" in out and "agree with index.json" in out
-    assert main(["index", str(data_dir / "arrow_rows")]) == 0
+    assert "_zephon_manifest.json" in out and (batch / "_zephon_manifest.json").is_file()
+    assert main(["index", str(shutil.copytree(data_dir / "arrow_rows", tmp_path / "arrow"))]) == 0
     assert "3 arrow" in capsys.readouterr().out
 
 

@@ -6,10 +6,12 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from zephon_core import ReaderError
+from zephon_core import Dataset, ReaderError
 from zephon_core.testing.fixtures import LayoutFaults, copy_variant, edit_index, read_path
+from zephon_core.testing.readers import run_cli
 
 
 class TestMDSFaults(LayoutFaults):
@@ -20,6 +22,8 @@ class TestMDSFaults(LayoutFaults):
     variants = {  # noqa: RUF012
         "test_missing_shard": ("plain", "zstd", "gz"),
         "test_truncated_shard": ("plain", "zstd", "gz"),
+        "test_manifest_catches_missing_short_and_dropped_shards": ("plain", "zstd"),
+        "test_verify_checksum_catches_a_flipped_byte": ("plain", "gz"),
     }
     index_edits = [  # noqa: RUF012
         (
@@ -46,15 +50,33 @@ def test_shard_size_disagrees_with_index(data_dir: Path, tmp_path: Path) -> None
         read_path(ds_dir)
 
 
-def test_corrupt_sample_sizes(data_dir: Path, tmp_path: Path) -> None:
-    ds_dir = copy_variant(data_dir, "plain", tmp_path)
+def corrupt_first_sample(ds_dir: Path) -> int:
+    """Make sample 0 of ``shard.00000.mds`` undecodable; returns its byte offset."""
     shard = ds_dir / "shard.00000.mds"
     data = bytearray(shard.read_bytes())
     first = struct.unpack_from("<I", data, 4)[0]
     data[first : first + 4] = struct.pack("<I", 1 << 20)  # a variable column claims 1 MiB
     shard.write_bytes(bytes(data))
+    return first
+
+
+def test_corrupt_sample_sizes(data_dir: Path, tmp_path: Path) -> None:
+    ds_dir = copy_variant(data_dir, "plain", tmp_path)
+    corrupt_first_sample(ds_dir)
     with pytest.raises(ReaderError, match=r"shard\.00000\.mds.*corrupt sample"):
         read_path(ds_dir)
+
+
+def test_bad_sample_is_validated_and_skipped(data_dir: Path, tmp_path: Path) -> None:
+    ds_dir = copy_variant(data_dir, "plain", tmp_path)
+    byte = corrupt_first_sample(ds_dir)
+    code, out, _ = run_cli("index", str(ds_dir), "--validate", "--jobs", "2")
+    assert code == 1
+    assert f"shard.00000.mds' (shard 0): corrupt sample 0 (byte {byte}; ValueError" in out
+    assert "1 bad record(s), 0 unreadable file(s)" in out
+    ds = Dataset.from_path("x", str(ds_dir), on_error="skip")
+    rows = ds.reader.read_or_skip(0, np.arange(4))
+    assert rows[0] is None and all(r is not None for r in rows[1:])
 
 
 def test_corrupt_zstd_shard(data_dir: Path, tmp_path: Path) -> None:

@@ -76,12 +76,14 @@ def test_pkl_columns_are_refused(data_dir):
         Dataset.from_path("x", str(data_dir / "pickled"))
 
 
-def test_zephon_index_command(data_dir, capsys):
+def test_zephon_index_command(data_dir, tmp_path, capsys):
     from zephon_core.cli import main
 
-    assert main(["index", str(data_dir / "zstd")]) == 0
+    copy = shutil.copytree(data_dir / "zstd", tmp_path / "ds")  # index writes a manifest: never into the fixtures
+    assert main(["index", str(copy)]) == 0
     out = capsys.readouterr().out
     assert "mds: " in out and "120 samples, compression zstd" in out and "agree with index.json" in out
+    assert "_zephon_manifest.json" in out and (copy / "_zephon_manifest.json").is_file()
 
 
 def test_streaming_local_cache_layout_is_read_too(data_dir, tmp_path, expected, tagger):

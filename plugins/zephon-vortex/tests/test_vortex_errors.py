@@ -10,7 +10,7 @@ import pytest
 import vortex as vx
 
 from zephon_core import Dataset, ReaderError
-from zephon_core.testing.readers import ColumnarReaderFaults
+from zephon_core.testing.readers import ColumnarReaderFaults, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,3 +49,16 @@ class TestVortexFaults(ColumnarReaderFaults):
         ds = Dataset.from_path("x", str(one_file))
         with pytest.raises(ReaderError, match=r"part\.vortex: rows cannot be decoded"):
             ds.reader.read(0, np.arange(self.samples))
+
+    def test_undecodable_rows_are_validated_and_skipped(self, one_file: Path, docs: list[dict]) -> None:
+        path = one_file / "part.vortex"
+        data = bytearray(path.read_bytes())
+        mid = len(data) // 2
+        data[mid : mid + 2000] = bytes(2000)
+        path.write_bytes(bytes(data))
+        code, out, _ = run_cli("index", str(one_file), "--validate", "--jobs", "1")
+        assert code == 1 and "part.vortex: rows cannot be decoded (row " in out
+        ds = Dataset.from_path("x", str(one_file), on_error="skip", max_bad_fraction=1.0)
+        rows = ds.reader.read_or_skip(0, np.arange(self.samples))
+        assert 0 < rows.count(None) < len(rows)
+        assert all(r == docs[i] for i, r in enumerate(rows) if r is not None)

@@ -1,126 +1,96 @@
-"""{{ cookiecutter.class_name }}: one CSV file (with a header row) per shard.
+"""{{ cookiecutter.class_name }}: CSV files (with a header row), one shard per file.
 
-Sample counts and checksums come from the index written by ``zephon index PATH`` (see index.py);
-without it the reader scans each file once. A shard whose size or checksum disagrees with the
-index, or whose rows do not parse, is a ReaderError naming the file.
+The kernel's ``FileReader`` does the plumbing every format shares: listing (held to the manifest
+``zephon index`` writes: a missing, extra or short file is an error naming it), options (an unknown
+one is an error), pickling into worker processes, open files, content checksums
+(``verify="checksum"``) and skipping records that do not decode (``on_error="skip"``). This module
+only parses CSV: a damaged file is a ``ReaderError``, a damaged row a ``RecordError``.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import json
-import threading
+from collections.abc import Callable
 from typing import Any
 
-import fsspec
 import numpy as np
 
-from zephon_core import Reader, ReaderError, ShardInfo
+from zephon_core import ReaderError, RecordError, ShardInfo
+from zephon_core.storage import DataFiles, FileReader, in_request_order
 
-INDEX = "_zephon_csv_index.json"
+FILES = DataFiles((".csv",), "CSV files (.csv)")
+detect = FILES.detect  # the ``detect`` hook: a folder holding .csv files, or one .csv file
+
+Table = tuple[list[str], list[list[str]]]
+"""A parsed file: the header and the rows, as fields."""
 
 
-def detect(fs: Any, root: str, files: list[str]) -> bool:
-    """A folder of .csv files, or one .csv file."""
-    return any(f.endswith(".csv") for f in files)
-
-
-def parse(name: str, data: bytes) -> list[dict[str, str]]:
-    """All rows of one CSV file; a damaged file is an error naming it."""
+def parse(name: str, data: bytes) -> Table:
+    """The header and rows of one CSV file; a damaged file is an error naming it."""
     if data and not data.endswith(b"\n"):
-        raise ReaderError(f"csv shard {name}: file is truncated (no final newline)")
+        raise ReaderError(f"{name}: file is truncated (no final newline)")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ReaderError(f"csv shard {name}: not UTF-8 ({exc})") from None
-    rows = list(csv.reader(io.StringIO(text, newline="")))
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ReaderError(f"{name}: not a readable CSV file ({exc})") from None
     if not rows:
-        raise ReaderError(f"csv shard {name}: empty file (no header)")
-    header, body = rows[0], rows[1:]
-    for i, row in enumerate(body):
-        if len(row) != len(header):
-            raise ReaderError(f"csv shard {name}: row {i} has {len(row)} fields, header has {len(header)}")
-    return [dict(zip(header, row)) for row in body]
+        raise ReaderError(f"{name}: empty file (no header)")
+    return rows[0], rows[1:]
 
 
-class {{ cookiecutter.class_name }}(Reader):
-    """Reads a folder of CSV files (local path or fsspec URL)."""
+class {{ cookiecutter.class_name }}(FileReader):
+    """Reads a folder (or one file) of CSV files, local or any fsspec URL; each row is one sample.
+
+    Args:
+        path: local path or fsspec URL of a folder or a single ``.csv`` file.
+        open_files: parsed files kept per reader and process.
+        manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
+        **storage: storage options (``storage_options``, ``cache_dir``, ...) and ``verify``,
+            ``on_error``, ``max_bad_fraction``; see ``zephon_core.storage.StorageReader``.
+    """
 
     format = "{{ cookiecutter.name }}"
+    data_files = FILES
 
-    def __init__(self, path: str, storage_options: dict[str, Any] | None = None) -> None:
-        self.path = path
-        self.storage_options = storage_options or {}
-        self._fs, self._root = fsspec.core.url_to_fs(path, **self.storage_options)
-        self._lock = threading.Lock()
-        self._cache: tuple[int, list[dict[str, str]]] | None = None
-        self._shards: list[ShardInfo] | None = None
-        self._index: dict[str, Any] | None = None
+    def __init__(self, path: str, *, open_files: int = 8, manifest: bool = True, **storage: Any) -> None:
+        super().__init__(path, prefetch=0, open_files=open_files, manifest=manifest, storage=storage)
+        self._counts: list[int] | None = None  # pickled with the reader: workers never count again
+        self._init_runtime()
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "storage_options": self.storage_options}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], state["storage_options"])  # type: ignore[misc]
-
-    def _files(self) -> list[str]:
-        if self._fs.isdir(self._root):
-            return sorted(self._fs.relpath(f, self._root) if hasattr(self._fs, "relpath") else f[len(self._root) :].lstrip("/")
-                          for f in self._fs.find(self._root) if f.endswith(".csv"))
-        return [self._root.rsplit("/", 1)[-1]]
-
-    def _full(self, name: str) -> str:
-        return self._root if not self._fs.isdir(self._root) else f"{self._root.rstrip('/')}/{name}"
-
-    def _load_index(self) -> dict[str, Any] | None:
-        path = f"{self._root.rstrip('/')}/{INDEX}"
-        if not self._fs.isdir(self._root) or not self._fs.exists(path):
-            return None
+    def _parse(self, i: int) -> Table:
+        local = self._local(i)  # a local copy (remote files are cached), checked with verify="checksum"
         try:
-            return json.loads(self._fs.cat_file(path))
-        except (OSError, ValueError) as exc:
-            raise ReaderError(f"csv index {path}: unreadable ({exc})") from None
+            with open(local.path, "rb") as f:
+                return parse(self._name(i), f.read())
+        finally:
+            local.release()
+
+    def _open_file(self, i: int) -> tuple[Table, Callable[[], None]]:
+        table, listed = self._parse(i), self.shards()[i].num_samples
+        if len(table[1]) != listed:
+            raise ReaderError(f"{self._name(i)}: has {len(table[1])} rows, the dataset listed {listed}")
+        return table, lambda: None
 
     def shards(self) -> list[ShardInfo]:
-        if self._shards is None:
-            self._index = self._load_index()
-            names = self._files()
-            if self._index is not None:
-                missing = sorted(set(self._index["files"]) - set(names))
-                if missing:
-                    raise ReaderError(f"csv shard {missing[0]}: listed in {INDEX} but missing")
-                self._shards = [ShardInfo(n, int(self._index["files"][n]["rows"])) for n in sorted(self._index["files"])]
+        """Row counts from the manifest when there is one (no file is read), else by parsing each file."""
+        files, manifest = self.files(), self._manifest
+        if self._counts is None:
+            if manifest is not None:
+                self._counts = [manifest[f.rel].samples for f in files]
             else:
-                self._shards = [ShardInfo(n, len(parse(n, self._read_bytes(n)))) for n in names]
-        return self._shards
-
-    def _read_bytes(self, name: str) -> bytes:
-        try:
-            return self._fs.cat_file(self._full(name))
-        except FileNotFoundError:
-            raise ReaderError(f"csv shard {name}: file is missing") from None
-        except OSError as exc:
-            raise ReaderError(f"csv shard {name}: cannot read ({exc})") from None
-
-    def _rows(self, shard: int) -> list[dict[str, str]]:
-        with self._lock:
-            if self._cache is not None and self._cache[0] == shard:
-                return self._cache[1]
-        name = self.shards()[shard].id
-        data = self._read_bytes(name)
-        if self._index is not None:
-            meta = self._index["files"][name]
-            if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
-                raise ReaderError(f"csv shard {name}: contents differ from {INDEX} (truncated or corrupt)")
-        rows = parse(name, data)
-        if len(rows) != self.shards()[shard].num_samples:
-            raise ReaderError(f"csv shard {name}: {len(rows)} rows, index says {self.shards()[shard].num_samples}")
-        with self._lock:
-            self._cache = (shard, rows)
-        return rows
+                self._counts = [len(self._parse(i)[1]) for i in range(len(files))]
+        return [ShardInfo(f.rel, n) for f, n in zip(files, self._counts)]
 
     def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
-        rows = self._rows(shard)
-        return [dict(rows[i]) for i in indices.tolist()]
+        self._check_shard(shard)
+        header, rows = self._opened(shard)
+        uniq, inv = np.unique(np.asarray(indices, dtype=np.int64), return_inverse=True)
+        if len(uniq) and not 0 <= uniq[0] <= uniq[-1] < len(rows):
+            raise ReaderError(f"{self._name(shard)}: row index out of range ({len(rows)} rows)")
+        out = []
+        for i in uniq.tolist():
+            if len(rows[i]) != len(header):
+                raise RecordError(f"{self._name(shard)}: row {i} has {len(rows[i])} fields, header has {len(header)}")
+            out.append(dict(zip(header, rows[i])))
+        return in_request_order(out, inv, len(indices))

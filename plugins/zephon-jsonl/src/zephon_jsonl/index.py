@@ -11,11 +11,14 @@ from typing import Any
 from zephon_jsonl.reader import JsonlReader
 
 
-def build_index(path: str, **options: Any) -> str:
-    """Index every JSON Lines file under ``path``, write the manifest; return a one-line summary."""
+def build_index(path: str, *, checksum: bool = False, **options: Any) -> str:
+    """Index every JSON Lines file under ``path``, write the manifest; return a one-line summary.
+
+    ``checksum``: record each file's SHA-256 too (for the reader option ``verify="checksum"``).
+    """
     options.setdefault("rebuild_stale", True)
     reader = JsonlReader(path, manifest=False, **options)
-    where = reader.save_manifest()
+    where = reader.save_manifest(checksum=checksum)
     shards = reader.shards()
     built = reader.built_indexes
     return (

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from zephon_core import ReaderError, ShardInfo
+from zephon_core import ConfigError, ReaderError, RecordError, ShardInfo
 from zephon_core.storage import (
     FileInfo,
     FileReader,
@@ -44,15 +44,19 @@ class JsonlReader(FileReader):
     Args:
         path: local path or fsspec URL of a folder or a single file.
         fields: keep only these keys of each record; a record without one of them is an error.
-        verify: check each record's CRC32 against the index (catches corrupt bytes and an index
-            that disagrees with the data; costs about a microsecond per kilobyte).
+        verify: True: check each record's CRC32 against the index (catches corrupt bytes and an
+            index that disagrees with the data; costs about a microsecond per kilobyte).
+            ``"checksum"``: that, and each file's SHA-256 from the manifest when it is first used
+            (``zephon index --checksum``). False: neither.
         rebuild_stale: rebuild an index whose data file changed instead of raising an error.
         index_dir: keep indexes here instead of beside the data / in the cache directory.
         prefetch: after reading shard ``s``, warm the cache with the next ``prefetch`` shards.
         open_files: most data files kept open at once per reader.
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, …); any other name is a ``ConfigError``.
+            ``cache_bytes``, ``retries``, …), ``on_error`` and ``max_bad_fraction`` (see
+            :class:`~zephon_core.storage.StorageReader`: a line that is not a JSON object, or whose
+            CRC is wrong, is a skippable record); any other name is a ``ConfigError``.
     """
 
     format = "jsonl"
@@ -64,7 +68,7 @@ class JsonlReader(FileReader):
         path: str,
         *,
         fields: Sequence[str] | None = None,
-        verify: bool = True,
+        verify: bool | str = True,
         rebuild_stale: bool = False,
         index_dir: str | None = None,
         prefetch: int = 0,
@@ -72,6 +76,10 @@ class JsonlReader(FileReader):
         manifest: bool = True,
         **storage: Any,
     ) -> None:
+        if verify not in (True, False, None, "checksum"):
+            raise ConfigError(f"jsonl reader: verify must be True, False or 'checksum', got {verify!r}")
+        if verify == "checksum":
+            storage = {**storage, "verify": "checksum"}
         super().__init__(path, prefetch=prefetch, open_files=open_files, manifest=manifest, storage=storage)
         names = self._names(fields, "fields")
         self.fields = tuple(names) if names is not None else None
@@ -109,7 +117,7 @@ class JsonlReader(FileReader):
 
     def shards(self) -> list[ShardInfo]:
         """One shard per file, with the record count from its index (built here if missing)."""
-        return [ShardInfo(f.rel, len(self._index(i))) for i, f in enumerate(self.files())]
+        return self._held_to_manifest([ShardInfo(f.rel, len(self._index(i))) for i, f in enumerate(self.files())])
 
     def describe(self) -> dict[str, Any]:
         return {"format": self.format, "fields": list(self.fields) if self.fields else None}
@@ -246,10 +254,19 @@ class JsonlReader(FileReader):
     def _data_file(self, i: int, idx: zidx.LineIndex | None, comp: str) -> LocalFile:
         info = self.files()[i]
         if comp == "none":
-            return self.storage.open_local(info.rel, info)
+            return self._local(i)
         name = self._name(i)
 
         def produce(tmp: str) -> None:
+            if self.content_checksums:  # decompress from the checked copy only
+                src = self._local(i)
+                try:
+                    with open(src.path, "rb") as fin, open(tmp, "wb") as dst:
+                        decompress(comp, fin, dst, name)
+                finally:
+                    src.release()
+                return
+
             def once() -> None:
                 src = open(self.storage.full_path(info.rel), "rb") if self.storage.is_local else None
                 src = src or self.storage.fs.open(self.storage.full_path(info.rel), "rb")
@@ -258,7 +275,7 @@ class JsonlReader(FileReader):
 
             call_with_retry(once, what=name, attempts=self.storage.retries, base_delay=self.storage.backoff)
 
-        key = self.storage.key_of(info, "decompressed")
+        key = self.storage.key_of(info, "decompressed", *(("checked",) if self.content_checksums else ()))
         entry = self.storage.materialize(
             key, produce, what=name, expected_size=idx.data_size if idx is not None else None
         )
@@ -319,7 +336,7 @@ class JsonlReader(FileReader):
                 f"{self._where(shard, rec, start)}: file ends early ({len(b)} of {length} bytes): truncated"
             )
         if self.verify and zlib.crc32(b) != crc:
-            raise ReaderError(
+            raise RecordError(
                 f"{self._where(shard, rec, start)}: bytes do not match the index checksum: the file is corrupt or changed"
             )
         try:
@@ -331,14 +348,14 @@ class JsonlReader(FileReader):
             try:  # slow path: leading whitespace, or a real error with json's own message
                 obj = json.loads(b)
             except ValueError as exc:
-                raise ReaderError(f"{self._where(shard, rec, start)}: invalid JSON ({exc})") from None
+                raise RecordError(f"{self._where(shard, rec, start)}: invalid JSON ({exc})") from None
         if type(obj) is not dict:
-            raise ReaderError(f"{self._where(shard, rec, start)}: is a JSON {type(obj).__name__}, not an object")
+            raise RecordError(f"{self._where(shard, rec, start)}: is a JSON {type(obj).__name__}, not an object")
         if self.fields is not None:
             try:
                 obj = {f: obj[f] for f in self.fields}
             except KeyError as exc:
-                raise ReaderError(
+                raise RecordError(
                     f"{self._where(shard, rec, start)}: has no field {exc.args[0]!r} (fields: {sorted(obj)})"
                 ) from None
         return obj

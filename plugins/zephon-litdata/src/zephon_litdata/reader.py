@@ -9,11 +9,12 @@ once. The reader pickles to its configuration and the parsed ``index.json`` only
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from zephon_core import ConfigError, ReaderError, ShardInfo
+from zephon_core import ConfigError, ReaderError, RecordError, ShardInfo
 from zephon_core.storage import ByteLRU, LayoutReader, MappedFiles, check_sample_indices
 from zephon_litdata import chunks as ck
 from zephon_litdata.codecs import decompress_file, zstd_decompress
@@ -33,7 +34,11 @@ class LitDataReader(LayoutReader):
             decompressed Arrow tables).
         max_open_chunks: chunk files kept mapped per process.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, ...); any other name is a ``ConfigError``.
+            ``cache_bytes``, ``retries``, ...), ``manifest`` (hold the dataset to the manifest of
+            ``zephon index``, default True), ``verify`` (LitData chunks carry no checksum:
+            ``"checksum"`` checks the SHA-256 from ``zephon index --checksum``), ``on_error`` and
+            ``max_bad_fraction`` (an item, frame or Arrow footer that does not decode is skippable;
+            see :class:`~zephon_core.storage.StorageReader`); any other name is a ``ConfigError``.
     """
 
     format = "litdata"
@@ -93,6 +98,15 @@ class LitDataReader(LayoutReader):
         self._chunks = ByteLRU(self.cache_bytes_decoded, self.max_open_chunks)
         self._frames = ByteLRU(self.cache_bytes_decoded // 4 or 1)
 
+    def _layout_files(self, layout: Layout) -> list[tuple[Sequence[str], int]]:
+        """Each chunk's file (or the decompressed copy LitData leaves in its place) and its item count."""
+        codec = layout.compression if layout.level == "chunk" else None
+        out: list[tuple[Sequence[str], int]] = []
+        for c in layout.chunks:
+            plain = _plain_name(c.filename, codec)
+            out.append(((c.filename, plain) if plain else (c.filename,), c.items))
+        return out
+
     # -- the Reader contract ------------------------------------------------------------------------
     def shards(self) -> list[ShardInfo]:
         return [ShardInfo(c.filename, self._count(c)) for c in self.layout.chunks]
@@ -117,10 +131,16 @@ class LitDataReader(LayoutReader):
             if isinstance(state, ck.Framed):
                 return self._framed_items(shard, state, idx, what)
             return self._classic_items(state, idx, what)
-        except ReaderError:
+        except RecordError:
             raise
-        except Exception as exc:  # a leaf that does not decode: corrupt bytes
-            raise ReaderError(f"{what}: corrupt item ({type(exc).__name__}: {exc})") from exc
+        except Exception as exc:  # an item, frame or value that does not decode: those items only
+            if len(idx) > 1:  # name the first bad item (the error path only: read them one by one)
+                for i in idx.tolist():
+                    self.read(shard, np.array([i], dtype=np.int64))
+            if isinstance(exc, ReaderError):  # a frame: the same message for each of its items
+                raise RecordError(str(exc)) from None
+            item = f" {int(idx[0])}" if len(idx) == 1 else ""
+            raise RecordError(f"{what}: corrupt item{item} ({type(exc).__name__}: {exc})") from exc
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -13,12 +13,13 @@ headers stay in a small per-process LRU. The reader pickles to its configuration
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from zephon_core import ReaderError, ShardInfo
+from zephon_core import ReaderError, RecordError, ShardInfo
 from zephon_core.storage import ByteLRU, LayoutReader, MappedFiles, check_sample_indices
 from zephon_mds.codecs import decompress_file
 from zephon_mds.encodings import Decoder, UnsupportedEncoding, decoder_for, fixed_size
@@ -53,8 +54,12 @@ class MDSReader(LayoutReader):
             process when it is first opened. Off by default, as in Streaming: it costs a pass
             over every shard.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, ...); any other name is a ``ConfigError``. Compressed
-            shards are decompressed into that cache.
+            ``cache_bytes``, ``retries``, ...), ``manifest`` (hold the dataset to the manifest of
+            ``zephon index``, default True), ``verify`` (``"checksum"``: the SHA-256 of each shard
+            file from ``zephon index --checksum``, for datasets written without ``hashes=``),
+            ``on_error`` and ``max_bad_fraction`` (a sample that does not decode is skippable; see
+            :class:`~zephon_core.storage.StorageReader`); any other name is a ``ConfigError``.
+            Compressed shards are decompressed into that cache.
     """
 
     format = "mds"
@@ -97,6 +102,10 @@ class MDSReader(LayoutReader):
         self._files = MappedFiles(self.storage, self.max_open_shards, decompress=decompress_file)
         self._open_shards = ByteLRU(1 << 30, self.max_open_shards)
 
+    def _layout_files(self, layout: Layout) -> list[tuple[Sequence[str], int]]:
+        """Each shard's file (the compressed one, or the plain copy Streaming leaves) and its sample count."""
+        return [((s.filename, s.raw) if s.zip else (s.raw,), s.samples) for s in layout.shards]
+
     # -- the Reader contract ------------------------------------------------------------------------
     def shards(self) -> list[ShardInfo]:
         return [ShardInfo(s.filename, s.samples) for s in self.layout.shards]
@@ -109,13 +118,20 @@ class MDSReader(LayoutReader):
         opened = self._open(shard)
         cols = self._plans[shard]
         buf, offsets = opened.buf, opened.offsets
+        # Offsets as Python ints for all requested samples at once (numpy scalar indexing per
+        # sample costs more than decoding a small sample).
+        spans = list(zip(offsets[idx].tolist(), offsets[idx + 1].tolist()))
         try:
-            # Offsets as Python ints for all requested samples at once (numpy scalar indexing per
-            # sample costs more than decoding a small sample).
-            out = [_decode(buf[a:b], cols) for a, b in zip(offsets[idx].tolist(), offsets[idx + 1].tolist())]
-        except Exception as exc:  # a value that does not decode: corrupt bytes
-            raise ReaderError(f"{what}: corrupt sample ({type(exc).__name__}: {exc})") from exc
-        return out
+            return [_decode(buf[a:b], cols) for a, b in spans]
+        except Exception:  # a value that does not decode: corrupt bytes; name the first such sample
+            for i, (a, b) in zip(idx.tolist(), spans):
+                try:
+                    _decode(buf[a:b], cols)
+                except Exception as exc:
+                    raise RecordError(
+                        f"{what}: corrupt sample {i} (byte {a}; {type(exc).__name__}: {exc})"
+                    ) from exc
+            raise
 
     def describe(self) -> dict[str, Any]:
         return {"format": self.format, "index_sha256": self.layout.digest[:16], "shards": len(self.layout.shards)}

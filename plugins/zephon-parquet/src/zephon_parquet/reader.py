@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from zephon_core import ReaderError, ShardInfo
+from zephon_core import ReaderError, RecordError, ShardInfo
 from zephon_core.storage import ByteLRU, FileReader, describe_error, parse_bytes
 from zephon_parquet.detect import FILES
 
@@ -35,19 +35,23 @@ class ParquetReader(FileReader):
             every file.
         row_group_cache_bytes: budget of the decoded row-group LRU, per reader and process.
         verify_checksums: verify page CRCs when the writer stored them
-            (``write_page_checksum=True``); free when it did not.
+            (``write_page_checksum=True``); free when it did not. Most writers do not: then
+            ``verify="checksum"`` (a storage-level option, below) checks each file's SHA-256 from
+            ``zephon index --checksum`` instead.
         prefetch: after opening shard ``s`` of a remote dataset, warm the cache with the next
             ``prefetch`` shards.
         open_files: most Parquet files kept open at once per reader.
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one
             (a missing, extra or resized file is then an error).
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, …); any other name is a ``ConfigError``.
+            ``cache_bytes``, ``retries``, …), ``verify``, ``on_error`` and ``max_bad_fraction``
+            (see :class:`~zephon_core.storage.StorageReader`: a row group that does not decode is
+            skippable, its rows are all skipped); any other name is a ``ConfigError``.
     """
 
     format = "parquet"
     data_files = FILES
-    _RUNTIME = ("_cache",)
+    _RUNTIME = ("_cache", "_undecodable")
 
     def __init__(
         self,
@@ -71,6 +75,9 @@ class ParquetReader(FileReader):
     def _init_runtime(self) -> None:
         super()._init_runtime()
         self._cache = ByteLRU(self.row_group_cache_bytes)
+        # Row groups that failed to decode, with the error: skipping their rows one by one
+        # (on_error="skip", zephon index --validate) must not decode the group again per row.
+        self._undecodable: dict[tuple[int, int], str] = {}
 
     # -- listing ------------------------------------------------------------------------------------
     def _footer(self, i: int) -> pq.FileMetaData:
@@ -110,7 +117,9 @@ class ParquetReader(FileReader):
 
     def shards(self) -> list[ShardInfo]:
         """One shard per file; row counts come from the footers (no data is read)."""
-        return [ShardInfo(f.rel, int(self.row_group_offsets(i)[-1])) for i, f in enumerate(self.files())]
+        return self._held_to_manifest(
+            [ShardInfo(f.rel, int(self.row_group_offsets(i)[-1])) for i, f in enumerate(self.files())]
+        )
 
     def _manifest_extra(self, i: int) -> dict[str, Any]:
         """Row-group sizes, so listing a remote dataset with a manifest needs no footer reads."""
@@ -122,8 +131,8 @@ class ParquetReader(FileReader):
     # -- files --------------------------------------------------------------------------------------
     def _open_file(self, i: int) -> tuple[tuple[pq.ParquetFile, threading.Lock], Callable[[], None]]:
         """The file checked against the listing, with a lock of its own (a ParquetFile is not thread-safe)."""
-        info, name = self.files()[i], self._name(i)
-        local = self.storage.open_local(info.rel, info)
+        name = self._name(i)
+        local = self._local(i)
         try:
             pf = pq.ParquetFile(local.path, memory_map=False, page_checksum_verification=self.verify_checksums)
         except Exception as exc:
@@ -149,12 +158,19 @@ class ParquetReader(FileReader):
         table = self._cache.get(key)
         if table is not None:
             return table
+        failed = self._undecodable.get(key)
+        if failed is not None:
+            raise RecordError(failed)
         pf, lock = self._opened(i)
         try:
             with lock:
                 table = pf.read_row_group(g, columns=self.columns, use_threads=False)
         except Exception as exc:
-            raise ReaderError(f"{self._name(i)}: row group {g} cannot be decoded ({describe_error(exc)})") from None
+            offsets = self.row_group_offsets(i)
+            rows = f"rows {int(offsets[g])}-{int(offsets[g + 1]) - 1}"
+            message = f"{self._name(i)}: row group {g} cannot be decoded ({rows}: {describe_error(exc)})"
+            self._undecodable[key] = message
+            raise RecordError(message) from None
         expected = int(self.row_group_offsets(i)[g + 1] - self.row_group_offsets(i)[g])
         if table.num_rows != expected:
             raise ReaderError(f"{self._name(i)}: row group {g} has {table.num_rows} rows, footer says {expected}")
@@ -176,7 +192,13 @@ class ParquetReader(FileReader):
         for g in np.unique(groups).tolist():
             pos = np.flatnonzero(groups == g)
             table = self._row_group(shard, g)
-            rows = table.take(pa.array(indices[pos] - offsets[g])).to_pylist()
+            try:
+                rows = table.take(pa.array(indices[pos] - offsets[g])).to_pylist()
+            except Exception as exc:  # e.g. invalid UTF-8 in a string column
+                first = int(indices[pos][0])
+                raise RecordError(
+                    f"{self._name(shard)}: row {first} (row group {g}) cannot be converted ({describe_error(exc)})"
+                ) from None
             for p, row in zip(pos.tolist(), rows):
                 out[p] = row
         return out
@@ -184,3 +206,4 @@ class ParquetReader(FileReader):
     def close(self) -> None:
         super().close()
         self._cache.clear()
+        self._undecodable.clear()

@@ -10,11 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 
-def build_index(path: str, **options: Any) -> str:
-    """Open and check every file's footer, write the manifest; return a one-line summary."""
+def build_index(path: str, *, checksum: bool = False, **options: Any) -> str:
+    """Open and check every file's footer, write the manifest; return a one-line summary.
+
+    ``checksum``: record each file's SHA-256 too (for the reader option ``verify="checksum"``).
+    """
     from zephon_vortex.reader import VortexReader
 
     reader = VortexReader(path, manifest=False, **options)
-    where = reader.save_manifest()
+    where = reader.save_manifest(checksum=checksum)
     shards = reader.shards()
     return f"vortex: {len(shards)} files, {sum(s.num_samples for s in shards)} rows; footers valid; {where}"

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import vortex as vx
 
-from zephon_core import ReaderError, ShardInfo
+from zephon_core import ReaderError, RecordError, ShardInfo
 from zephon_core.storage import FileReader, describe_error, in_request_order
 from zephon_vortex.detect import FILES
 
@@ -42,7 +42,10 @@ class VortexReader(FileReader):
         open_files: most Vortex files kept open at once per reader (each holds a segment cache).
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
         **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
-            ``cache_bytes``, ``retries``, …); any other name is a ``ConfigError``.
+            ``cache_bytes``, ``retries``, …), ``verify`` (Vortex files carry no checksum of their
+            own: ``"checksum"`` checks the SHA-256 from ``zephon index --checksum``), ``on_error``
+            and ``max_bad_fraction`` (see :class:`~zephon_core.storage.StorageReader`); any other
+            name is a ``ConfigError``.
     """
 
     format = "vortex"
@@ -97,8 +100,11 @@ class VortexReader(FileReader):
     def shards(self) -> list[ShardInfo]:
         """One shard per file; row counts come from the footers."""
         if self._counts is None:
+            files = self.files()
             m = self._manifest if self.columns is None else None
-            self._counts = [m[f.rel].samples if m else self._count(i) for i, f in enumerate(self.files())]
+            self._counts = [m[f.rel].samples if m else self._count(i) for i, f in enumerate(files)]
+            if m is None:
+                self._held_to_manifest([ShardInfo(f.rel, n) for f, n in zip(files, self._counts)])
         return [ShardInfo(f.rel, n) for f, n in zip(self.files(), self._counts)]
 
     def describe(self) -> dict[str, Any]:
@@ -107,8 +113,8 @@ class VortexReader(FileReader):
     # -- reading ------------------------------------------------------------------------------------
     def _open_file(self, i: int) -> tuple[Any, Callable[[], None]]:
         """The file checked against the listing (its row count must not have changed)."""
-        info, name = self.files()[i], self._name(i)
-        local = self.storage.open_local(info.rel, info)
+        name = self._name(i)
+        local = self._local(i)
         try:
             vf = vx.open(local.path)
             n = len(vf)
@@ -144,7 +150,8 @@ class VortexReader(FileReader):
             table = taken.to_arrow_table()
         except BaseException as exc:  # also Rust panics: see _library_fault
             _library_fault(exc)
-            raise ReaderError(f"{self._name(shard)}: rows cannot be decoded ({describe_error(exc)})") from None
+            rows = f"row {int(uniq[0])}" if len(uniq) == 1 else f"rows {int(uniq[0])}-{int(uniq[-1])} ({len(uniq)} rows)"
+            raise RecordError(f"{self._name(shard)}: rows cannot be decoded ({rows}: {describe_error(exc)})") from None
         if table.num_rows != len(uniq):
             raise ReaderError(f"{self._name(shard)}: asked for {len(uniq)} rows, got {table.num_rows}")
         return in_request_order(table.to_pylist(), inv, len(indices))
