@@ -495,13 +495,13 @@ class Pipeline:
         if self._engine is None:
             engine = self._start()
             self._discard(self._pending_skip)
-            return self._delivered or engine
+            return engine if self._delivered is None else self._delivered
         if self._engine.finished:
             raise ZephonError(
                 "the pipeline has delivered all its data; build a new Pipeline (and load_state_dict() to resume) "
                 "to iterate again"
             )
-        return self._delivered or self._engine
+        return self._engine if self._delivered is None else self._delivered
 
     def close(self) -> None:
         """Stop every thread and worker process of this pipeline; iterating it afterwards is an error."""
@@ -527,7 +527,13 @@ class Pipeline:
 
     # -- checkpointing --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """This rank's lanes as plain JSON-compatible data (see :mod:`zephon_core.checkpoint`)."""
+        """This rank's lanes as plain JSON-compatible data (see :mod:`zephon_core.checkpoint`).
+
+        With a manifest, what it has gathered is written first: every step before a checkpoint is on
+        disk, and a run resumed from it delivers (and records) the later steps again.
+        """
+        if self._manifest is not None:
+            self._manifest.flush()
         opts = self._opts
         layout = opts.layout()
         if self._engine is not None:
@@ -696,7 +702,20 @@ class Pipeline:
             "finished": bool(eng and eng.finished),
             "chunks_fed": eng.chunks_fed() if eng else 0,
             "exhausted": [str(e) for e in report(self._opts.layout().owned)] if callable(report) else [],
+            "skipped_records": self._skipped_records(),
         }
+
+    def _skipped_records(self) -> dict[str, int]:
+        """Records the readers skipped (``on_error="skip"``), per dataset, as read by this rank.
+
+        A record of a window replayed after a resume is read (and counted) again.
+        """
+        eng = self._engine
+        if eng is None or not eng.stages:
+            return {}
+        names = [d.name for d in self.source.datasets]
+        dropped = eng.stages[0].metrics.dropped  # the fetch stage: a reader's skip is its only drop
+        return {names[d] if 0 <= d < len(names) else "?": n for d, n in sorted(dropped.items())}
 
     # -- trainer-steered mixtures -------------------------------------------------------------------
     def update_mixture(self, weights: Mapping[str, float]) -> None:

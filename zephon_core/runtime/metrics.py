@@ -6,6 +6,11 @@ message and per task, so they are always on. A snapshot copies them; rates and f
 sliding window come from the difference between two snapshots. Worker time is measured where the
 worker runs (:class:`TimedWorker` wraps the function for every runner), so it is right for threads,
 processes and Ray alike.
+
+``ZEPHON_METRICS=off`` in the environment (read once, when this module is imported) turns the
+per-task timing off: workers are not wrapped and :meth:`StageMetrics.task_done` does nothing. It
+exists only to measure what the metrics cost (``benchmarks/bench_kernel.py --metrics-overhead``);
+with it, busy fractions, latencies and traces read zero and ``diagnose()`` cannot name a stage.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import collections
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +30,9 @@ LATENCY_SAMPLES = 2048
 
 TRACE_EVENTS = 200_000
 """Task spans kept per stage for a trace (the most recent ones)."""
+
+ENABLED = os.environ.get("ZEPHON_METRICS", "on").strip().lower() not in {"off", "0", "false", "no"}
+"""Per-task timing on (the default); see the module docstring for ``ZEPHON_METRICS=off``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +61,11 @@ class TimedWorker:
         return Timed(result, start, time.time(), f"{os.getpid()}:{threading.get_ident()}")
 
 
+def timed(fn: WorkerFn) -> Callable[[Any], Any]:
+    """``fn`` wrapped to time every task (:class:`TimedWorker`), or ``fn`` itself when metrics are off."""
+    return TimedWorker(fn) if ENABLED else fn
+
+
 class StageMetrics:
     """Cumulative counters of one stage (see the module docstring)."""
 
@@ -68,10 +82,13 @@ class StageMetrics:
         self.wait_input_s = 0.0
         self.window_full_s = 0.0
         self.blocked_output_s = 0.0
+        self.dropped: dict[int, int] = {}  # records its workers dropped, by dataset number
         self.latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_SAMPLES)
         self.trace: collections.deque[tuple[float, float, str]] | None = None
 
     def task_done(self, timed: Timed) -> None:
+        if not ENABLED:
+            return
         d = max(0.0, timed.end - timed.start)
         with self.lock:
             self.tasks += 1

@@ -30,6 +30,7 @@ from zephon_core.runtime.context import Context, Stopped
 from zephon_core.runtime.messages import Kind, Message
 from zephon_core.runtime.metrics import StageMetrics, Timed
 from zephon_core.runtime.runners import Executor
+from zephon_core.work.ids import dataset_of
 
 
 class StageAccumulator(Protocol):
@@ -248,9 +249,14 @@ class Stage:
     def _convert(self, msg: Message, result: Any, work: Work) -> Any:
         """Turn a worker's result into the next stage's input (``None``: nothing to forward)."""
         try:
-            return materialize(self.spec.traits.fanout, result, work)
+            out = materialize(self.spec.traits.fanout, result, work)
         except TypeError as exc:
             raise self._error("worker", msg.lane, work.lineage, exc) from exc
+        if out is not None and len(out.dropped) > len(work.dropped):
+            for lin in out.dropped[len(work.dropped) :]:  # dropped by this stage's workers
+                d = dataset_of(lin[0]) if lin else -1
+                self.metrics.dropped[d] = self.metrics.dropped.get(d, 0) + 1
+        return out
 
     def join(self, timeout: float) -> None:
         for t in self.threads:

@@ -154,3 +154,12 @@ def test_a_short_file_is_never_skipped(folder: Path) -> None:
 def test_same_records_skipped_with_other_parallelism(folder: Path) -> None:
     ds = Dataset.from_path("bad", str(folder), on_error="skip")
     assert pipeline_run(ds, "threads", parallelism=1) == pipeline_run(ds, "threads", parallelism=3)
+
+
+def test_skipped_records_are_counted_per_dataset(folder: Path) -> None:
+    ds = Dataset.from_path("bad", str(folder), on_error="skip")
+    pipe = fetch_pipeline([ds], runner="threads")
+    with pipe:
+        for _ in pipe:
+            pass
+        assert pipe.stats()["skipped_records"] == {"bad": len(BAD)}
