@@ -3,13 +3,22 @@
 Prints samples/s for the threads and processes runners at parallelism 1 and 2, and Grain's
 ``MapDataset.source(...).shuffle(...).batch(32)`` over the same data in the same run, with the
 ratio; plus the size of ``state_dict()`` for 32 lanes. Run: ``python benchmarks/bench_kernel.py``.
+
+``--metrics-overhead`` instead measures what the always-on metrics cost: the same pipelines run in
+fresh processes with ``ZEPHON_METRICS=on`` and ``=off`` (read once at import, so each arm needs its
+own process), alternating which goes first, and the median rates are compared (target: <= 2%).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
+import sys
 import time
+import timeit
 
 import numpy as np
 
@@ -23,6 +32,14 @@ def make_records(n: int) -> list[dict[str, str]]:
 
 
 def zephon(records: list[dict[str, str]], runner: str, parallelism: int, lanes: int = 4) -> float:
+    return zephon_measure(records, runner, parallelism, lanes)[0]
+
+
+def zephon_measure(
+    records: list[dict[str, str]], runner: str, parallelism: int, lanes: int = 4
+) -> tuple[float, float]:
+    """(samples/s, CPU microseconds per sample): CPU time of this process and its worker processes,
+    from the first batch to the end, which other load on a shared machine hardly changes."""
     ds = Dataset.from_records("text", records, shard_size=4096)
     ws = StaticMixtureWorkSource([ds], mixture=MixtureSpec({"text": 1.0}), chunk_size=1024, seed=0)
     p = (
@@ -35,9 +52,37 @@ def zephon(records: list[dict[str, str]], runner: str, parallelism: int, lanes: 
     with p:
         it = iter(p)
         next(it)  # exclude start-up (process spawn) from the rate
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _tree_cpu()
         n = 32 + sum(len(b) for b in it)
-        return (n - 32) / (time.perf_counter() - t0)
+        rate = (n - 32) / (time.perf_counter() - t0)
+        cpu = _tree_cpu() - cpu0
+    return rate, 1e6 * cpu / (n - 32)
+
+
+def _tree_cpu() -> float:
+    """CPU seconds of this process and every process below it (worker processes, the forkserver),
+    from /proc; elsewhere this process's own."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))  # ppid, utime + stime
+    except (OSError, ValueError):
+        return time.process_time()
+    mine, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _) in stats.items():
+            if ppid == parent and pid not in mine:
+                mine.add(pid)
+                frontier.append(pid)
+    return sum(stats[p][1] for p in mine if p in stats) / ticks
 
 
 def grain_rate(records: list[dict[str, str]]) -> float:
@@ -62,11 +107,61 @@ def state_size(lanes: int = 32) -> int:
         return len(json.dumps(p.state_dict()))
 
 
+def _child(runner: str, parallelism: int, samples: int) -> None:
+    """One arm of --metrics-overhead: print this process's rate (and how many tasks ran) as JSON."""
+    from zephon_core.runtime import metrics
+
+    rate, cpu_us = zephon_measure(make_records(samples), runner, parallelism)
+    print(json.dumps({"rate": rate, "cpu_us": cpu_us, "metrics": metrics.ENABLED}))
+
+
+def metrics_overhead(samples: int, repeats: int) -> None:
+    """Metrics on vs off per configuration, each run in a fresh process: the median rate (samples/s),
+    and the median CPU time per sample, which is what the metrics add to and what other load on a
+    shared machine disturbs least."""
+    configs = [("threads", 1), ("threads", 2), ("processes", 1)]
+    print(f"metrics overhead: fetch + shuffle + batch(32), {samples} x 1 KB samples, {repeats} runs per arm")
+    print(
+        f"  {'configuration':26s} {'samples/s on':>13s} {'off':>9s} {'cost':>6s}   "
+        f"{'CPU us/sample on':>16s} {'off':>6s} {'cost':>6s}"
+    )
+    for runner, par in configs:
+        got: dict[str, list[dict[str, float]]] = {"on": [], "off": []}
+        for r in range(repeats):
+            for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
+                env = dict(os.environ, ZEPHON_METRICS=mode)
+                cmd = [sys.executable, __file__, "--child", runner, str(par), "--samples", str(samples)]
+                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+                res = json.loads(out.stdout.strip().splitlines()[-1])
+                assert res["metrics"] == (mode == "on"), res
+                got[mode].append(res)
+        med = {m: {k: statistics.median(x[k] for x in got[m]) for k in ("rate", "cpu_us")} for m in got}
+        on, off = med["on"], med["off"]
+        name = f"{runner} parallelism {par}"
+        print(
+            f"  {name:26s} {on['rate']:>13,.0f} {off['rate']:>9,.0f} {100 * (1 - on['rate'] / off['rate']):>5.1f}%   "
+            f"{on['cpu_us']:>16.2f} {off['cpu_us']:>6.2f} {100 * (on['cpu_us'] / off['cpu_us'] - 1):>5.1f}%"
+        )
+    per_call = min(timeit.repeat(time.perf_counter, number=100_000, repeat=5)) / 100_000
+    print(
+        f"  (both arms keep the accumulator/emitter timers: 8 perf_counter() calls per message per stage, "
+        f"{per_call * 1e9:.0f} ns each; a message carries a whole read group or microbatch)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--samples", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--metrics-overhead", action="store_true", help="compare metrics on vs off instead")
+    ap.add_argument("--child", nargs=2, metavar=("RUNNER", "PARALLELISM"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        _child(args.child[0], int(args.child[1]), args.samples)
+        return
+    if args.metrics_overhead:
+        metrics_overhead(args.samples, args.repeats)
+        return
     records = make_records(args.samples)
     rows: list[tuple[str, float]] = []
     for _ in range(args.repeats):  # interleave systems so machine noise hits both alike

@@ -33,6 +33,8 @@ import numpy as np
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
 
 TARGET_LENGTH = 2048
+NEVER = 1 << 30
+"""``k=0`` below means never flush: a window longer than any run (the pipeline no longer accepts 0)."""
 MICROBATCH = 8
 
 
@@ -114,16 +116,28 @@ def pretokenize(texts: list[str]) -> list[np.ndarray]:
 
 
 def padding_fraction(
-    docs: list[np.ndarray], *, algorithm: str, allow_split: bool | None, k: int, chunk_size: int, min_tokens: int
+    docs: list[np.ndarray],
+    *,
+    algorithm: str,
+    allow_split: bool | None,
+    k: int,
+    chunk_size: int | str | None,
+    min_tokens: int,
+    tokens_per_sample: float | None = None,
 ) -> tuple[float, int]:
-    """Padding / all tokens over at least ``min_tokens`` tokens of rows (pretokenized, repeated data)."""
+    """Padding / all tokens over at least ``min_tokens`` tokens of rows (pretokenized, repeated data).
+
+    ``tokens_per_sample`` stands in for the calibration a tokenizer in the pipeline would do (the
+    data is pretokenized here), so ``chunk_size=None`` sizes chunks as it would at defaults.
+    """
     ds = Dataset.from_records("ids", [{"input_ids": a} for a in docs], shard_size=4096)
-    ws = StaticMixtureWorkSource([ds], chunk_size=chunk_size, seed=2, exhaustion="repeat")
+    est = None if tokens_per_sample is None else {"ids": tokens_per_sample}
+    ws = StaticMixtureWorkSource([ds], chunk_size=chunk_size, seed=2, exhaustion="repeat", tokens_per_sample=est)
     pipe = (
         Pipeline(ws)
         .pack_sequences(target_length=TARGET_LENGTH, algorithm=algorithm, allow_split=allow_split)
         .batch(microbatch_size=64)
-        .options(lanes=1, flush_every_k_chunks=k)
+        .options(lanes=1, flush_every_k_chunks=k or NEVER)
     )
     pad = total = 0
     with pipe as p:
@@ -274,6 +288,30 @@ def padding(texts: list[str], quick: bool) -> None:
         )
 
 
+def flush_cost_at_defaults(corpora: list[tuple[str, list[str]]], quick: bool) -> None:
+    """Section 3b: extra padding from flushes at the default chunk size, which is sized in tokens."""
+    from zephon_core.work.chunking import DEFAULT_WINDOW_TOKENS
+
+    print(
+        f"\n3b. wrap: extra padding from flush sentinels at defaults (K=8; chunk_size=None sizes chunks so a window "
+        f"holds >= {DEFAULT_WINDOW_TOKENS / 2**20:.0f}Mi tokens from the token estimates) vs the old chunk_size=256"
+    )
+    for label, texts in corpora:
+        docs = pretokenize(texts)
+        mean = float(np.mean([len(a) for a in docs]))
+        ws = StaticMixtureWorkSource([Dataset.from_records("ids", [{"n": 0}], 1)], tokens_per_sample={"ids": mean})
+        budget = 4 * DEFAULT_WINDOW_TOKENS if quick else 16 * DEFAULT_WINDOW_TOKENS
+        never, _ = padding_fraction(docs, algorithm="wrap", allow_split=None, k=0, chunk_size=256, min_tokens=budget)
+        old, _ = padding_fraction(docs, algorithm="wrap", allow_split=None, k=8, chunk_size=256, min_tokens=budget)
+        new, total = padding_fraction(
+            docs, algorithm="wrap", allow_split=None, k=8, chunk_size=None, min_tokens=budget, tokens_per_sample=mean
+        )
+        print(
+            f"   {label:28s} {mean:6.1f} tokens/doc: chunk_size=256 +{100 * (old - never):.3f} pp; "
+            f"default (auto, {ws.chunk_size} samples/chunk) +{100 * (new - never):.3f} pp over {total / 1e6:.0f}M tokens"
+        )
+
+
 def mixing(english: list[str], quick: bool) -> None:
     print("\n4. token shares (English documents vs runs of 4 of them, target 50:50 in tokens, >= 1M tokens)")
     for weight_by in ("samples", "tokens"):
@@ -315,6 +353,12 @@ def main() -> None:
         throughput(texts, args.repeats)
     if "2" in args.sections or "3" in args.sections:
         padding(texts, args.quick)
+    if "3" in args.sections:
+        from zephon_core.demo import corpus as demo_corpus
+
+        paragraphs, sentences = demo_corpus()
+        demo = [r["text"] for r in paragraphs + sentences]
+        flush_cost_at_defaults([("shared corpus (sections 1-3)", texts), ("demo corpus (pydoc)", demo)], args.quick)
     if "4" in args.sections:
         mixing(english, args.quick)
 

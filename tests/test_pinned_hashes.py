@@ -6,10 +6,16 @@ must only change when a change of the data is intended and said so (for example 
 shuffle), in which case the new digests are pasted here in the same commit.
 
 Each pin is the SHA-256 of the concatenated per-step global batch digests, plus the step count.
+
+Issue 12 changed the default ``shuffle_block_size`` from blocks inside one shard to ``"auto"``
+(blocks spanning about 8 shards), which changes every pin below on purpose. The pre-issue-12 digests
+are kept in ``SHARD_PINS``: the same pipelines with ``shuffle_block_size="shard"`` must still give
+them, which proves the change is the new default shuffle and nothing else.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import pytest
@@ -23,8 +29,18 @@ def _digest(hashes: list[str]) -> tuple[int, str]:
     return len(hashes), hashlib.sha256("".join(hashes).encode()).hexdigest()
 
 
-def _kernel_builder(par: int) -> Pipeline:
-    return build(par, source=make_source(chunk_size=32))
+def _kernel_builder(par: int, shuffle_block_size: str = "auto") -> Pipeline:
+    if shuffle_block_size == "auto":
+        return build(par, source=make_source(chunk_size=32))
+    paragraphs, sentences = corpus()
+    ws = StaticMixtureWorkSource(  # make_source's source, in another shuffle mode
+        [Dataset.from_records("paragraphs", paragraphs, 500), Dataset.from_records("sentences", sentences, 1000)],
+        mixture=MixtureSpec({"paragraphs": 0.75, "sentences": 0.25}),
+        chunk_size=32,
+        seed=1234,
+        shuffle_block_size=shuffle_block_size,
+    )
+    return build(par, source=ws)
 
 
 def _flat(payload: dict) -> list[dict]:
@@ -33,7 +49,7 @@ def _flat(payload: dict) -> list[dict]:
     return [{"n": len(payload["text"]) + j, "doc": payload["doc"]} for j in range(n)]
 
 
-def _flat_builder(par: int) -> Pipeline:
+def _flat_builder(par: int, shuffle_block_size: str = "auto") -> Pipeline:
     paragraphs, sentences = corpus()
     ws = StaticMixtureWorkSource(
         [Dataset.from_records("p", paragraphs[:1500], shard_size=300), Dataset.from_records("s", sentences[:900], 250)],
@@ -41,13 +57,20 @@ def _flat_builder(par: int) -> Pipeline:
         chunk_size=48,
         seed=99,
         exhaustion="repeat",
+        shuffle_block_size=shuffle_block_size,
     )
     return Pipeline(ws).flat_map(_flat, parallelism=par).shuffle(buffer_size=40, seed=3).batch(microbatch_size=6)
 
 
-PINS = {
+PINS = {  # shuffle_block_size="auto" (the default since issue 12)
+    "kernel_demo": (122, "bc871a547a7c927cf55d57d1060651232a1c3c6a6851ea15092a600d70606c78"),
+    "kernel_demo_resumed": (122, "bc871a547a7c927cf55d57d1060651232a1c3c6a6851ea15092a600d70606c78"),
+    "flat_map_repeat": (60, "7e0d463736b676687d50179339fd9ff862f02844b185f4efad0bbc7067d9e49c"),
+    "text_pipeline": (6, "967a4e5760a54454701870bb6403ca47a3b1d0b2965ebfd273267acf1494ab22"),
+}
+
+SHARD_PINS = {  # the pins before issue 12: shuffle_block_size="shard" is the old default order
     "kernel_demo": (117, "4589dc6bfea0b74be4f3cb74ce262c6a385851e0d291d2a58d9d16913e5b43c1"),
-    "kernel_demo_resumed": (117, "4589dc6bfea0b74be4f3cb74ce262c6a385851e0d291d2a58d9d16913e5b43c1"),
     "flat_map_repeat": (60, "bbddeb31be9b6ecde69d42a133d369168e477b904fce3427bf15814bf92ab857"),
     "text_pipeline": (6, "3f7078da5d42e95aef5114414f210e2bdd15c8aaa81779002746b4c4ab393d7b"),
 }
@@ -69,7 +92,7 @@ def test_flat_map_repeat_pinned():
     assert _digest(res.hashes) == PINS["flat_map_repeat"]
 
 
-def _text_builder(par: int) -> Pipeline:
+def _text_builder(par: int, shuffle_block_size: str = "auto") -> Pipeline:
     paragraphs, sentences = corpus()
     ws = StaticMixtureWorkSource(
         [Dataset.from_records("p", paragraphs, shard_size=400), Dataset.from_records("s", sentences, 700)],
@@ -77,6 +100,7 @@ def _text_builder(par: int) -> Pipeline:
         chunk_size=64,
         seed=5,
         weight_by="tokens",
+        shuffle_block_size=shuffle_block_size,
     )
     return (
         Pipeline(ws)
@@ -100,3 +124,21 @@ def test_text_pipeline_resumed_pinned():
     first = run_global(_text_builder, lanes=4, world_size=2, runner="threads", flush_every=4, steps=2)
     rest = run_global(_text_builder, lanes=4, world_size=4, runner="inline", flush_every=4, resume=first.state, steps=4)
     assert _digest(first.hashes + rest.hashes) == PINS["text_pipeline"]
+
+
+def test_shard_mode_keeps_the_pins_of_zephon_core_0_1():
+    shard = functools.partial(_kernel_builder, shuffle_block_size="shard")
+    assert _digest(run_global(shard, lanes=4, world_size=1, runner="inline", flush_every=2).hashes) == (
+        SHARD_PINS["kernel_demo"]
+    )
+    flat = functools.partial(_flat_builder, shuffle_block_size="shard")
+    res = run_global(flat, lanes=2, world_size=1, runner="threads", parallelism=2, flush_every=3, steps=60)
+    assert _digest(res.hashes) == SHARD_PINS["flat_map_repeat"]
+
+
+def test_text_pipeline_shard_mode_keeps_its_old_pin():
+    pytest.importorskip("zephon_tokenize")
+    pytest.importorskip("zephon_pack")
+    text = functools.partial(_text_builder, shuffle_block_size="shard")
+    res = run_global(text, lanes=4, world_size=1, runner="threads", parallelism=2, flush_every=4, steps=6)
+    assert _digest(res.hashes) == SHARD_PINS["text_pipeline"]

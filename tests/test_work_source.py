@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from zephon_core import ConfigError, Dataset, MixtureSpec, StaticMixtureWorkSource
-from zephon_core.work.mixture import MixtureSchedule
+from zephon_core.work.mixture import RoundRobinSchedule
 from zephon_core.work.permutation import BlockShuffle
 
 
@@ -24,7 +24,7 @@ def _brute_swrr(weights: list[int], n: int) -> list[int]:
 
 @pytest.mark.parametrize("weights", [[0.75, 0.25], [1, 1, 1], [0.5, 0.3, 0.2], [7, 1], [0.123, 0.877]])
 def test_schedule_matches_sequential_reference_and_seeks(weights):
-    sch = MixtureSchedule(weights)
+    sch = RoundRobinSchedule(weights)
     n = 3 * sch.period + 17
     comp, draw = sch.take(0, n)
     assert comp.tolist() == _brute_swrr(sch.a.tolist(), n)
@@ -40,7 +40,7 @@ def test_schedule_matches_sequential_reference_and_seeks(weights):
 
 
 def test_every_prefix_stays_close_to_the_mixture():
-    sch = MixtureSchedule([0.75, 0.25])
+    sch = RoundRobinSchedule([0.75, 0.25])
     comp, _ = sch.take(0, 10_000)
     share = np.cumsum(comp == 0) / np.arange(1, 10_001)
     assert np.all(np.abs(share[100:] - 0.75) < 0.01)

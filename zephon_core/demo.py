@@ -122,19 +122,6 @@ def build(
     )
 
 
-def _progress(done: int, total: int | None, label: str) -> None:
-    import sys
-
-    if not sys.stderr.isatty() and done % 25 and done != total:
-        return
-    if total:
-        filled = int(30 * done / total)
-        sys.stderr.write(f"\r  {label} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
-    else:
-        sys.stderr.write(f"\r  {label} {done}")
-    sys.stderr.flush()
-
-
 def run(
     *, lanes: int = 4, flush_every: int = 2, quick: bool = False, plugins: ZephonPluginManager | None = None
 ) -> bool:
@@ -148,11 +135,11 @@ def run(
         from zephon_core.plugins import default_plugin_manager
 
         plugins = default_plugin_manager()
-    import sys
     import time
 
     from zephon_core.conformance.harness import run_global
     from zephon_core.hashing import hash_global_batch
+    from zephon_core.progress import progress
 
     source = make_source(chunk_size=32 if quick else 64, scale=1 if quick else 3)
 
@@ -167,7 +154,8 @@ def run(
     rows = tokens = 0
     hashes: list[str] = []
     step: list[Any] = []
-    with builder(2).options(lanes=lanes, runner="threads", flush_every_k_chunks=flush_every) as p:
+    p = builder(2).options(lanes=lanes, runner="threads", flush_every_k_chunks=flush_every)
+    with p, progress(None, "  run 1", "global steps") as bar:  # drawn only on a terminal
         for b in p:
             rows += len(b)
             tokens += int(b.data["valid"].sum())
@@ -175,9 +163,8 @@ def run(
             if len(step) == lanes:
                 hashes.append(hash_global_batch(step))
                 step = []
-                _progress(len(hashes), None, "global steps")
+                bar.update(1)
     dt = time.perf_counter() - t0
-    sys.stderr.write("\n")
     print(
         f"run 1 (threads, parallelism 2, 1 rank): {len(hashes)} global steps from {total} chunks, "
         f"{rows} rows in {dt:.2f} s = {rows / dt:,.0f} rows/s, {tokens / dt / 1e6:.2f} M tokens/s"

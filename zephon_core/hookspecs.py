@@ -1,8 +1,10 @@
 """Hook specifications: how plugins tell the kernel what they provide.
 
-Every hook receives a ``register`` callback and calls it once per thing provided, with keyword
-arguments (the llm pattern). Registration is validated in one place (:mod:`zephon_core.plugins`).
-Factories may be given as lazy ``"module:attr"`` strings so ``import zephon_core`` stays cheap.
+The ``zephon_register_*`` hooks receive a ``register`` callback and call it once per thing
+provided, with keyword arguments (the llm pattern). Registration is validated in one place
+(:mod:`zephon_core.plugins`). Factories may be given as lazy ``"module:attr"`` strings so ``import
+zephon_core`` stays cheap. One hook is not a registration: ``zephon_metrics`` receives running
+pipelines' metric snapshots (for dashboards).
 
 The callbacks are typed by the :class:`Register`, :class:`ReaderRegister` and
 :class:`DemoRegister` protocols, so a plugin author's editor and type checker catch a misspelled or
@@ -115,4 +117,18 @@ def zephon_register_demos(register: DemoRegister) -> None:
     ``factory(argv, plugins=...)`` is a :class:`DemoMain` returning an exit code; ``zephon demo
     --name NAME`` runs it and ``zephon demo --list`` lists it. A demo is registered like any other
     plugin, so one entry point group and one manager cover everything a package provides.
+    """
+
+
+@hookspec
+def zephon_metrics(snapshot: dict[str, Any]) -> None:
+    """Receive a running pipeline's metrics, every ``metrics_every_s`` seconds (option, default 10).
+
+    ``snapshot`` is what ``Pipeline.metrics()`` returns (cumulative counters per step, ``"window"``:
+    rates and fractions since the previous report), plus ``"rank"``, ``"world_size"`` and ``"final"``
+    (true for the last report, sent when the pipeline stops). It is called from a background thread
+    of the pipeline, never from the training loop, so a slow dashboard cannot stall a step; an
+    exception is reported once as a warning and otherwise ignored. Implement it in a plugin to send
+    every pipeline's figures to a dashboard; for one pipeline, ``options(metrics_callback=fn)`` is
+    simpler. Nothing runs (no thread) unless a callback or an implementation of this hook exists.
     """

@@ -62,8 +62,12 @@ def integer_weights(weights: list[float], max_period: int = MAX_PERIOD) -> np.nd
     return np.array(ints, dtype=np.int64)
 
 
-class MixtureSchedule:
-    """Which component fills each global position, and its draw number, in O(1) per position."""
+class RoundRobinSchedule:
+    """Which component fills each global position, and its draw number, in O(1) per position.
+
+    The static mixture's interleaving. (Not :class:`~zephon_core.work.schedule.MixtureSchedule`, the
+    public schedule of weights that change with progress.)
+    """
 
     def __init__(self, weights: list[float]) -> None:
         self.a = integer_weights(weights)
@@ -95,3 +99,74 @@ class MixtureSchedule:
         q, r = divmod(draw, int(self.a[comp]))
         offsets = np.flatnonzero(self.seq == comp)
         return q * self.period + int(offsets[r])
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """From global position ``start`` on, the components ``alive`` (global indices) interleave by ``schedule``;
+    ``base`` holds every component's draws before ``start``."""
+
+    start: int
+    alive: tuple[int, ...]
+    schedule: RoundRobinSchedule
+    base: np.ndarray
+
+
+class PiecewiseRoundRobin:
+    """The static mixture's interleaving when datasets run out: a round robin per stretch between exhaustions.
+
+    Args:
+        weights: sample weights per component.
+        sizes: samples per component (one epoch).
+        policies: per component, ``"stop"``, ``"repeat"`` or ``"redistribute"``.
+
+    With only ``stop`` and ``repeat`` there is one stretch and the result is exactly
+    :class:`RoundRobinSchedule`'s (so the data of those policies is unchanged). When a
+    ``redistribute`` component is due the draw after its last sample, a new stretch starts there
+    without it: the others keep their ratios, so its share goes to them in proportion to their weights.
+    """
+
+    def __init__(self, weights: list[float], sizes: list[int], policies: list[str]) -> None:
+        self.stretches: list[Stretch] = []
+        self.events: list[tuple[int, int, int, str]] = []  # (position, component, draw, policy)
+        self.end: int | None = None
+        alive = tuple(range(len(weights)))
+        start, base = 0, np.zeros(len(weights), dtype=np.int64)
+        while True:
+            sch = RoundRobinSchedule([weights[d] for d in alive])
+            self.stretches.append(Stretch(start, alive, sch, base))
+            due = [
+                (start + sch.position_of_draw(j, int(sizes[d] - base[d])), d)
+                for j, d in enumerate(alive)
+                if policies[d] != "repeat"
+            ]
+            if not due:
+                return
+            pos, d = min(due)
+            self.events.append((pos, d, int(sizes[d]), policies[d]))
+            if policies[d] == "stop":
+                self.end = pos
+                return
+            base = base.copy()
+            base[list(alive)] += sch.counts_at(pos - start)
+            alive = tuple(x for x in alive if x != d)
+            start = pos
+            if not alive:
+                self.end = pos
+                return
+
+    def take(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Components and per-component draw numbers for global positions ``[start, start + n)``."""
+        comps, draws = [], []
+        pos, stop = start, start + n
+        starts = [s.start for s in self.stretches]
+        while pos < stop:
+            i = int(np.searchsorted(starts, pos, side="right")) - 1
+            s = self.stretches[i]
+            upto = min(stop, self.stretches[i + 1].start) if i + 1 < len(self.stretches) else stop
+            comp, draw = s.schedule.take(pos - s.start, upto - pos)
+            glob = np.asarray(s.alive, dtype=np.int64)[comp]
+            comps.append(glob)
+            draws.append(draw + s.base[glob])
+            pos = upto
+        return np.concatenate(comps), np.concatenate(draws)

@@ -56,6 +56,14 @@ class Reader(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release open files or caches (optional)."""
 
+    def prefetch(self, shards: Sequence[int]) -> None:  # noqa: B027 - optional hook
+        """Start warming these shards in the background (optional; default: nothing to warm).
+
+        The pipeline calls it with exactly the shards a lane's next chunk will read, one chunk
+        ahead of the fetch stage (:mod:`zephon_core.work.prefetch`). Readers that cache remote files
+        override it; it must not block and must not raise for a shard it cannot warm.
+        """
+
 
 class MemoryReader(Reader):
     """Records held in memory, cut into shards of ``shard_size``: the kernel's own reader."""

@@ -10,20 +10,25 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
 from zephon_core.errors import CheckpointError, ConfigError
+from zephon_core.work.chunking import DEFAULT_WINDOW_TOKENS, MAX_CHUNK_SIZE, ChunkSize, ChunkSizing, mean_tokens
 from zephon_core.work.contract import BaseWorkSource, Chunk, MixingUnit, Pointer, WorkSource
 from zephon_core.work.dataset import Dataset
+from zephon_core.work.exhaustion import Exhausted, Policy, check_exhaustion, describe_exhaustion
 from zephon_core.work.ids import sample_id, split_sample_id
-from zephon_core.work.mixture import MixtureSchedule, MixtureSpec
-from zephon_core.work.permutation import BlockShuffle
-
-MAX_CHUNK_SIZE = 1 << 16
-"""Sample ids pack (dataset, chunk number, offset) into one integer, so offsets need 16 bits."""
+from zephon_core.work.mixture import MixtureSpec, PiecewiseRoundRobin, RoundRobinSchedule
+from zephon_core.work.shuffle import (
+    ShuffleBlockSize,
+    check_block_size,
+    describe_block_size,
+    locate_draws,
+    make_order,
+)
 
 __all__ = [
     "MAX_CHUNK_SIZE",
@@ -37,38 +42,48 @@ __all__ = [
 ]
 
 
-class StaticMixtureWorkSource(BaseWorkSource):
+class StaticMixtureWorkSource(ChunkSizing, BaseWorkSource):
     """Interleaves datasets in fixed proportions, in shuffled order, as numbered chunks.
 
     Args:
         datasets: the components, each with a unique name.
         mixture: weight per dataset name; default is proportional to dataset sizes.
-        chunk_size: pointers per chunk (the unit of lane routing, replay and checkpointing).
+        chunk_size: pointers per chunk (the unit of lane routing, replay and checkpointing): an int,
+            ``"auto"`` (sized so one window holds ``window_tokens`` tokens, from the token estimates;
+            see :mod:`zephon_core.work.chunking`) or None: ``"auto"`` when token estimates exist (a
+            tokenizer in the pipeline, token-aware mixing, or ``tokens_per_sample``), else 256.
         seed: seeds every permutation.
-        shuffle: shuffle shard order and samples within shards (blockwise); False keeps file order.
-        shuffle_block_size: samples per locality block for the within-shard shuffle.
+        shuffle: shuffle the samples of each dataset (in ``shuffle_block_size`` mode); False keeps file order.
+        shuffle_block_size: how far the shuffle reaches, trading quality for read locality (see
+            :mod:`zephon_core.work.shuffle`): ``"shard"`` (one shard at a time, 0.1's order), an int
+            (blocks of that many samples spanning shard boundaries), ``"auto"`` (blocks spanning
+            about 8 shards; the default) or ``"global"`` (a full permutation of each dataset).
         exhaustion: ``"stop"`` ends the source when the first component runs out (the mixture stays
             exact to the end); ``"repeat"`` starts a new, freshly shuffled pass of a component
-            whenever it runs out.
+            whenever it runs out; ``"redistribute"`` drops a component that runs out and gives its
+            share to the others in proportion to their weights. One policy, or a dict per dataset
+            (see :mod:`zephon_core.work.exhaustion`; :meth:`exhaustion_report` says who ran out where).
         weight_by: ``"samples"``; ``"tokens"``: weights are meant in tokens, turned into sample
             weights with per-dataset tokens-per-sample estimates. The pipeline calibrates those once
             (through an operator that can count tokens, e.g. ``tokenize``) and stores them in its
             checkpoints; pass ``tokens_per_sample`` to fix them yourself.
-        tokens_per_sample: frozen estimates for ``weight_by="tokens"``.
+        tokens_per_sample: frozen estimates for ``weight_by="tokens"`` (and ``chunk_size="auto"``).
+        window_tokens: tokens one window holds at least with ``"auto"`` chunks.
     """
 
     def __init__(
         self,
         datasets: Sequence[Dataset],
         mixture: MixtureSpec | None = None,
-        chunk_size: int = 256,
+        chunk_size: ChunkSize = None,
         seed: int = 0,
         *,
         shuffle: bool = True,
-        shuffle_block_size: int = 1024,
-        exhaustion: Literal["stop", "repeat"] = "stop",
+        shuffle_block_size: ShuffleBlockSize = "auto",
+        exhaustion: Policy | Mapping[str, Policy] = "stop",
         weight_by: Literal["samples", "tokens"] = "samples",
         tokens_per_sample: Mapping[str, float] | None = None,
+        window_tokens: int = DEFAULT_WINDOW_TOKENS,
     ) -> None:
         super().__init__(datasets)
         names = [d.name for d in self.datasets]
@@ -81,26 +96,24 @@ class StaticMixtureWorkSource(BaseWorkSource):
                 f"mixture and datasets disagree: no weight for {sorted(missing)}, "
                 f"weights for unknown datasets {sorted(extra)}"
             )
-        if not isinstance(chunk_size, int) or not 0 < chunk_size <= MAX_CHUNK_SIZE:
-            raise ConfigError(f"chunk_size must be an int in [1, {MAX_CHUNK_SIZE}], got {chunk_size!r}")
-        if exhaustion not in ("stop", "repeat"):
-            raise ConfigError(f"exhaustion must be 'stop' or 'repeat', got {exhaustion!r}")
+        self._init_chunking(chunk_size, window_tokens)
+        self.policies = check_exhaustion(exhaustion, names)
         if weight_by not in ("samples", "tokens"):
             raise ConfigError(f"weight_by must be 'samples' or 'tokens', got {weight_by!r}")
         if not isinstance(seed, int):
             raise ConfigError(f"seed must be an int, got {seed!r}")
         self.mixture = mixture
-        self.chunk_size = chunk_size
         self.seed = seed
         self.shuffle = shuffle
-        self.exhaustion = exhaustion
+        self.exhaustion = describe_exhaustion(self.policies)
         self.weight_by = weight_by
         self.tokens_per_sample: dict[str, float] | None = None
         if tokens_per_sample is not None:
             self.tokens_per_sample = check_token_estimates(tokens_per_sample, names)
-        self._orders = [BlockShuffle(d.sizes, seed, d.name, shuffle_block_size, shuffle) for d in self.datasets]
-        self._block_size = shuffle_block_size
-        self._schedule: MixtureSchedule | None = None
+        self.shuffle_block_size = check_block_size(shuffle_block_size)
+        self._orders = [make_order(d.sizes, seed, d.name, self.shuffle_block_size, shuffle) for d in self.datasets]
+        self._schedule: RoundRobinSchedule | None = None
+        self._mixing: PiecewiseRoundRobin | None = None
         self._end: int | None = None
 
     # -- mixing -----------------------------------------------------------------------------
@@ -120,6 +133,7 @@ class StaticMixtureWorkSource(BaseWorkSource):
         clone.__dict__.pop("_ds_cache", None)
         clone.tokens_per_sample = est
         clone._schedule = None
+        clone._mixing = None
         clone._end = None
         return clone
 
@@ -136,20 +150,34 @@ class StaticMixtureWorkSource(BaseWorkSource):
         return w
 
     @property
-    def schedule(self) -> MixtureSchedule:
+    def schedule(self) -> RoundRobinSchedule:
         if self._schedule is None:
-            self._schedule = MixtureSchedule(self.sample_weights())
+            self._schedule = RoundRobinSchedule(self.sample_weights())
         return self._schedule
+
+    def _fewest_tokens_per_sample(self) -> float:
+        est = self.tokens_per_sample or {}
+        return mean_tokens(self.sample_weights(), [est[d.name] for d in self.datasets])
+
+    @property
+    def mixing(self) -> PiecewiseRoundRobin:
+        """The interleaving with the exhaustion policies applied (one round robin per stretch)."""
+        if self._mixing is None:
+            policies = [self.policies[d.name] for d in self.datasets]
+            self._mixing = PiecewiseRoundRobin(self.sample_weights(), [d.num_samples for d in self.datasets], policies)
+        return self._mixing
 
     @property
     def end_position(self) -> int | None:
-        """First global position that does not exist (``stop``), or None (``repeat``)."""
-        if self.exhaustion == "repeat":
-            return None
-        if self._end is None:
-            sch = self.schedule
-            self._end = min(sch.position_of_draw(i, d.num_samples) for i, d in enumerate(self.datasets))
-        return self._end
+        """First global position that does not exist, or None (no dataset ends the data)."""
+        return self.mixing.end
+
+    def exhaustion_report(self, lanes: Iterable[int] | None = None) -> list[Exhausted]:
+        """Which dataset ran out at which draw (global positions: the same for every lane)."""
+        return [
+            Exhausted(None, self.datasets[d].name, draw, pos, pos // self.chunk_size, policy)
+            for pos, d, draw, policy in self.mixing.events
+        ]
 
     @property
     def num_chunks(self) -> int | None:
@@ -166,19 +194,8 @@ class StaticMixtureWorkSource(BaseWorkSource):
             stop = min(stop, end)
         if stop <= start:
             return None
-        comp, draw = self.schedule.take(start, stop - start)
-        shard = np.empty(len(comp), dtype=np.int64)
-        index = np.empty(len(comp), dtype=np.int64)
-        for c in np.unique(comp).tolist():
-            m = comp == c
-            total = self.datasets[c].num_samples
-            epoch, pos = np.divmod(draw[m], total)
-            s_out = np.empty(len(pos), dtype=np.int64)
-            i_out = np.empty(len(pos), dtype=np.int64)
-            for e in np.unique(epoch).tolist():
-                me = epoch == e
-                s_out[me], i_out[me] = self._orders[c].locate(e, pos[me])
-            shard[m], index[m] = s_out, i_out
+        comp, draw = self.mixing.take(start, stop - start)
+        shard, index = locate_draws(self._orders, [d.num_samples for d in self.datasets], comp, draw)
         return Chunk(number, comp.astype(np.int32), shard, index)
 
     # -- identity and state -----------------------------------------------------------------
@@ -188,10 +205,10 @@ class StaticMixtureWorkSource(BaseWorkSource):
             "type": "StaticMixtureWorkSource",
             "datasets": [d.describe() for d in self.datasets],
             "mixture": {k: float(v) for k, v in sorted(self.mixture.weights.items())},
-            "chunk_size": self.chunk_size,
+            **self.describe_chunking(),
             "seed": self.seed,
             "shuffle": self.shuffle,
-            "shuffle_block_size": self._block_size,
+            "shuffle_block_size": describe_block_size(self.shuffle_block_size),
             "exhaustion": self.exhaustion,
             "weight_by": self.weight_by,
         }

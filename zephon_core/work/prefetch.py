@@ -1,0 +1,83 @@
+"""Prefetch that follows the shuffle: readers warm exactly the shards a lane's next chunk will read.
+
+With a cross-shard shuffle, "the next N files by index" is the wrong guess: a lane's next chunk
+reads a few files from anywhere in the dataset. The work source knows which ones, as a pure
+function of the chunk number (:func:`~zephon_core.work.contract.shards_for`). :class:`Lookahead`
+wraps the source the feeder reads: when it hands out chunk ``g`` it computes the same lane's next
+chunk, ``g + lanes``, keeps it for when it is asked for, and calls ``Reader.prefetch`` with the
+shards that chunk reads. Only datasets whose reader overrides :meth:`Reader.prefetch` are asked,
+and without any such reader the source is used as it is.
+
+Sources whose plan can change during a run (trainer-steered mixtures) expose a ``plan_version``
+counter; a chunk computed early under an older plan is dropped, never handed out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from zephon_core.work.contract import Chunk, WorkSource
+from zephon_core.work.readers import Reader
+
+
+def prefetching_readers(source: WorkSource) -> list[Reader | None]:
+    """Per dataset number: its reader if it overrides ``prefetch``, else None."""
+    out: list[Reader | None] = []
+    for d in source.datasets:
+        reader = getattr(d, "reader", None)
+        hook = getattr(type(reader), "prefetch", None)
+        out.append(reader if hook is not None and hook is not Reader.prefetch else None)
+    return out
+
+
+def with_lookahead(source: WorkSource, num_lanes: int) -> WorkSource:
+    """``source`` wrapped in a :class:`Lookahead` when some dataset's reader can prefetch, else ``source``."""
+    readers = prefetching_readers(source)
+    return Lookahead(source, num_lanes, readers) if any(r is not None for r in readers) else source
+
+
+class Lookahead:
+    """A work source proxy for one feeder thread (see the module docstring); everything else is delegated."""
+
+    def __init__(self, source: WorkSource, num_lanes: int, readers: Sequence[Reader | None]) -> None:
+        self._source = source
+        self._lanes = num_lanes
+        self._readers = list(readers)
+        self._early: dict[int, tuple[Any, Chunk | None]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._source, name)
+
+    @property
+    def datasets(self) -> Sequence[Any]:
+        return self._source.datasets
+
+    def _version(self) -> Any:
+        return getattr(self._source, "plan_version", None)
+
+    def chunk(self, number: int) -> Chunk | None:
+        """Chunk ``number`` (computed early if it was), then prefetch for the lane's next chunk."""
+        version = self._version()
+        early = self._early.pop(number, None)
+        chunk = early[1] if early is not None and early[0] == version else self._source.chunk(number)
+        if chunk is not None:
+            nxt = self._source.chunk(number + self._lanes)
+            self._early[number + self._lanes] = (version, nxt)
+            if nxt is not None:
+                self.prefetch(nxt)
+        return chunk
+
+    def prefetch(self, chunk: Chunk) -> None:
+        """Ask each prefetching reader to warm the shards ``chunk`` reads."""
+        need: dict[int, set[int]] = {}
+        for d, s in zip(chunk.dataset.tolist(), chunk.shard.tolist()):
+            need.setdefault(d, set()).add(s)
+        for d, shards in sorted(need.items()):
+            reader = self._readers[d]
+            if reader is not None:
+                reader.prefetch(sorted(shards))
+
+    def computed_early(self) -> Mapping[int, Chunk | None]:
+        """The chunks computed early and not yet handed out (for tests and debugging)."""
+        return {g: c for g, (_, c) in self._early.items()}
