@@ -122,6 +122,7 @@ class TestWrapMaskConformance(MaskedPackConformance):
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # wrap's class covers the mask in every run
 class TestBestFitSplitMaskConformance(MaskedPackConformance):
     algorithm = "best_fit"
     allow_split = True

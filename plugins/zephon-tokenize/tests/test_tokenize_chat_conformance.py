@@ -49,6 +49,7 @@ class TestTokenizeChatConformance(ChatConformance):
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # the tagged template's class covers the operator in every run
 class TestTokenizeChatPrefixConformance(ChatConformance):
     """No tags (Llama-2): spans from rendered prefixes, three renders per assistant turn."""
 

@@ -67,6 +67,7 @@ class TestDecodeImageConformance(OperatorConformance):
         return other_image
 
 
+@pytest.mark.exhaustive  # a plain map; the decode, random and patchify classes keep the suite in every run
 class TestDecodeImageSkipConformance(TestDecodeImageConformance):
     """``on_error="skip"``: the damaged records become tombstones (rule 5 checks they are kept)."""
 
@@ -79,12 +80,14 @@ class TestDecodeImageSkipConformance(TestDecodeImageConformance):
         return with_corrupt_images()
 
 
+@pytest.mark.exhaustive  # a plain map; the decode, random and patchify classes keep the suite in every run
 class TestResizeConformance(_ArrayInput):
     @pytest.fixture
     def operator_factory(self):
         return functools.partial(Resize, 20, interpolation="bicubic")
 
 
+@pytest.mark.exhaustive  # a plain map; the decode, random and patchify classes keep the suite in every run
 class TestCenterCropConformance(_ArrayInput):
     @pytest.fixture
     def operator_factory(self):
@@ -97,12 +100,14 @@ class TestRandomResizedCropConformance(_ArrayInput):
         return functools.partial(RandomResizedCrop, 16, scale=(0.2, 1.0), seed=3)
 
 
+@pytest.mark.exhaustive  # a plain map; the decode, random and patchify classes keep the suite in every run
 class TestHorizontalFlipConformance(_ArrayInput):
     @pytest.fixture
     def operator_factory(self):
         return functools.partial(HorizontalFlip, 0.5, flag="flipped")
 
 
+@pytest.mark.exhaustive  # a plain map; the decode, random and patchify classes keep the suite in every run
 class TestNormalizeConformance(_ArrayInput):
     @pytest.fixture
     def operator_factory(self):
