@@ -237,6 +237,22 @@ def test_a_slot_grows_for_a_larger_message_and_sizes_can_vary(channels):
     assert len(tx._slots) <= 2
 
 
+def test_the_ring_keeps_at_most_its_memory_budget(channels, monkeypatch):
+    monkeypatch.setattr(shm, "RING_BYTES", 1 << 20)
+    tx, rx = channels
+    held = []
+    for k in range(6):  # 400 KB each: two fit the 1 MiB budget, the rest get one-off segments
+        tx.send(np.full(400_000, k, np.uint8))
+        held.append(rx.recv())
+    assert len(tx._slots) == 2 and sum(s.touched for s in tx._slots) <= 1 << 20
+    assert [int(h[0]) for h in held] == list(range(6))
+    held.clear()
+    for k in range(6):  # released: the two warm slots serve everything
+        tx.send(np.full(400_000, k, np.uint8))
+        assert int(rx.recv()[-1]) == k
+    assert len(tx._slots) == 2
+
+
 def test_descriptors_are_closed_right_after_mapping(channels):
     tx, rx = channels
     before = _fds()

@@ -397,9 +397,8 @@ class _ProcessExecutor:
             proc.join(timeout=0.1)
         self._drain(i)
         with self._lock:
-            lost = [
-                self._futures.pop(t) for t in self._busy[i] if t in self._futures
-            ]  # the one it held, and any queued
+            # the task it held, and any queued behind it (the pipeline stops on the error anyway)
+            lost = [self._futures.pop(t) for t in self._busy[i] if t in self._futures]
             self._busy[i].clear()
             if len(self._dead) == self._n:
                 lost += [self._futures.pop(t) for t, _ in self._pending]

@@ -14,8 +14,8 @@ out-of-band buffers total :data:`SEGMENT_THRESHOLD` or more travels like this:
 * each sender keeps a small ring (:data:`MAX_SLOTS`) of segments per connection and reuses free ones,
   so pages are faulted in once and the receiver maps each segment once (the file descriptor of a
   segment crosses the socket only the first time a slot is used, or when it is regrown). When every
-  slot is leased (a consumer holding many batches) the message gets a one-off segment that is freed
-  when its last view goes.
+  slot is leased (a consumer holding many batches), or the ring holds :data:`RING_BYTES` already,
+  the message gets a one-off segment that is freed when its last view goes.
 
 Nothing can leak when a process is SIGKILLed: a segment is an anonymous ``memfd`` (no name in
 ``/dev/shm``, nothing on disk), and every descriptor is closed right after it is mapped or sent. The
@@ -52,6 +52,10 @@ SEGMENT_THRESHOLD = 64 * 1024
 
 MAX_SLOTS = 16
 """Reusable segments per direction of one worker connection (each holds one message at a time)."""
+
+RING_BYTES = 256 << 20
+"""Memory a ring may keep faulted in per direction of one worker connection; past it, messages get
+one-off segments (freed with their last view), so a few huge messages do not pin 16 times their size."""
 
 SEGMENTS_AVAILABLE = sys.platform.startswith("linux") and hasattr(os, "memfd_create")
 _HAVE_SENDMSG = hasattr(socket.socket, "sendmsg")
@@ -248,10 +252,11 @@ def _map_fd(fd: int, size: int, private: bool = False) -> _Mapping:
 class _Slot:
     """One reusable segment of a sender's ring: its mapping and, until first sent, its descriptor."""
 
-    __slots__ = ("array", "capacity", "fd")
+    __slots__ = ("array", "capacity", "fd", "touched")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
+        self.touched = 0  # bytes written at least once: the pages this slot holds in memory
         self.fd = _new_memfd(capacity)  # kept until the slot's first frame carries it to the peer
         try:
             self.array = np.asarray(_map_fd(self.fd, capacity))
@@ -318,10 +323,14 @@ class Broadcast:
         self.fd = -1
         self.placed = _Placed([], -1, 0)
         if enc.large:
-            self.placed = _place(enc)
-            self.fd = _new_memfd(self.placed.used)
+            placed = _place(enc)
             try:
-                _fill(np.asarray(_map_fd(self.fd, self.placed.used)), enc, self.placed)
+                fd = _new_memfd(placed.used)
+            except OSError:  # no memfd here (a sandbox refusing it): it goes inline to each receiver
+                return
+            self.fd, self.placed = fd, placed
+            try:
+                _fill(np.asarray(_map_fd(fd, placed.used)), enc, placed)
             except BaseException:
                 self.close()
                 raise
@@ -440,20 +449,22 @@ class Channel:
         ctl = self._ctl
         slots = self._slots
         free = [i for i in range(len(slots)) if ctl[i] == 0]
-        fit = [i for i in free if slots[i].capacity >= used]
+        warm = [i for i in free if slots[i].touched >= used]  # no page to fault in
+        fit = warm or [i for i in free if slots[i].capacity >= used]
         capacity = max(_MIN_CAPACITY, 1 << (used - 1).bit_length())
+        held = sum(s.touched for s in slots)
         one_off: tuple[int, np.ndarray] | None = None
-        if fit:  # the lowest free slot: the pages already faulted in are reused first
-            i = fit[0]
-        elif free:  # regrow a free slot that is too small: the ring's length follows the leases held
-            i = max(free, key=lambda k: slots[k].capacity)
+        if fit and (warm or held + used - slots[fit[0]].touched <= RING_BYTES):
+            i = fit[0]  # the lowest free slot: the pages faulted in first are reused first
+        elif free and held - max(slots[k].touched for k in free) + used <= RING_BYTES:
+            i = max(free, key=lambda k: slots[k].touched)  # regrow a free slot: the ring's length follows leases
             grown = _Slot(capacity)
             slots[i].release()
             slots[i] = grown
-        elif len(slots) < MAX_SLOTS:
+        elif not free and len(slots) < MAX_SLOTS and held + used <= RING_BYTES:
             i = len(slots)
             slots.append(_Slot(capacity))
-        else:  # every slot is leased (the consumer holds many messages): a one-off segment
+        else:  # every slot is leased, or the ring's memory is spent: a one-off segment, freed with its views
             fd = _new_memfd(used)
             try:
                 one_off = (fd, np.asarray(_map_fd(fd, used)))
@@ -472,6 +483,7 @@ class Channel:
         if slot.fd >= 0:
             flags |= _FLAG_SEG_FD
             fds.append(slot.take_fd())
+        slot.touched = max(slot.touched, used)
         ctl[i] = 1
         return i, slot.array, slot.capacity, fds, flags
 
