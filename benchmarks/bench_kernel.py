@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import timeit
+from collections.abc import Callable
 
 import numpy as np
 
@@ -119,7 +120,7 @@ def metrics_overhead(samples: int, repeats: int) -> None:
     """Metrics on vs off per configuration, each run in a fresh process: the median rate (samples/s),
     and the median CPU time per sample, which is what the metrics add to and what other load on a
     shared machine disturbs least."""
-    configs = [("threads", 1), ("threads", 2), ("processes", 1)]
+    configs = [("threads", 1), ("threads", 2), ("processes", 2)]
     print(f"metrics overhead: fetch + shuffle + batch(32), {samples} x 1 KB samples, {repeats} runs per arm")
     print(
         f"  {'configuration':26s} {'samples/s on':>13s} {'off':>9s} {'cost':>6s}   "
@@ -142,10 +143,72 @@ def metrics_overhead(samples: int, repeats: int) -> None:
             f"  {name:26s} {on['rate']:>13,.0f} {off['rate']:>9,.0f} {100 * (1 - on['rate'] / off['rate']):>5.1f}%   "
             f"{on['cpu_us']:>16.2f} {off['cpu_us']:>6.2f} {100 * (on['cpu_us'] / off['cpu_us'] - 1):>5.1f}%"
         )
-    per_call = min(timeit.repeat(time.perf_counter, number=100_000, repeat=5)) / 100_000
+    for par in (1, 2):
+        paired(min(samples, 50_000), max(20, 4 * repeats), par)
+    accounted_cost(min(samples, 100_000))
+
+
+def paired(samples: int, pairs: int, parallelism: int = 1) -> None:
+    """Metrics on and off alternating in one process (threads runner): the switch is flipped
+    between runs, so the two arms of each pair run seconds apart and share the machine's state; the
+    median of the per-pair ratios is far steadier than two sets of separate processes on a busy box."""
+    from zephon_core.runtime import metrics
+
+    records = make_records(samples)
+    ratios_rate, ratios_cpu = [], []
+    for i in range(pairs):
+        res = {}
+        for on in (True, False) if i % 2 == 0 else (False, True):
+            metrics.ENABLED = on
+            res[on] = zephon_measure(records, "threads", parallelism)
+        ratios_rate.append(res[True][0] / res[False][0])
+        ratios_cpu.append(res[True][1] / res[False][1])
+    metrics.ENABLED = True
+    q = statistics.quantiles
     print(
-        f"  (both arms keep the accumulator/emitter timers: 8 perf_counter() calls per message per stage, "
-        f"{per_call * 1e9:.0f} ns each; a message carries a whole read group or microbatch)"
+        f"  paired in one process (threads, parallelism {parallelism}, {pairs} pairs of {samples} samples): "
+        f"samples/s cost {100 * (1 - statistics.median(ratios_rate)):.1f}% "
+        f"(quartiles {100 * (1 - q(ratios_rate, n=4)[2]):.1f}..{100 * (1 - q(ratios_rate, n=4)[0]):.1f}%), "
+        f"CPU per sample cost {100 * (statistics.median(ratios_cpu) - 1):.1f}% "
+        f"(quartiles {100 * (q(ratios_cpu, n=4)[0] - 1):.1f}..{100 * (q(ratios_cpu, n=4)[2] - 1):.1f}%)"
+    )
+
+
+def accounted_cost(samples: int) -> None:
+    """The metrics' CPU per sample counted piece by piece, which a busy machine cannot blur: what
+    timing one task costs (the TimedWorker wrapper and ``task_done``) times the tasks per sample, plus
+    the accumulator/emitter timers (8 ``perf_counter()`` calls per message per stage, kept in both
+    arms above) times the messages per sample, against the pipeline's CPU time per sample."""
+    from zephon_core.runtime.metrics import StageMetrics, Timed, TimedWorker
+
+    def best(fn: Callable[[], object], n: int = 200_000) -> float:
+        return min(timeit.repeat(fn, number=n, repeat=5)) / n
+
+    def ident(x: object) -> object:
+        return x
+
+    wrapped, m = TimedWorker(ident), StageMetrics("s", "threads", 1)
+    done = Timed(None, 1.0, 2.0, "w")
+    per_task = best(lambda: wrapped(1)) - best(lambda: ident(1)) + best(lambda: m.task_done(done))
+    per_timer = best(time.perf_counter)
+    records = make_records(samples)
+    ds = Dataset.from_records("text", records, shard_size=4096)
+    ws = StaticMixtureWorkSource([ds], mixture=MixtureSpec({"text": 1.0}), chunk_size=1024, seed=0)
+    p = Pipeline(ws).shuffle(buffer_size=1024, seed=1).batch(microbatch_size=32).options(lanes=4)
+    with p:
+        n = sum(len(b) for b in p)
+        stages = p.metrics()["stages"]
+    tasks = sum(s["tasks"] for s in stages)
+    # A stage handles about as many messages as the busier of its own tasks and its input's.
+    messages = sum(max(s["tasks"], stages[i - 1]["tasks"] if i else s["tasks"]) for i, s in enumerate(stages))
+    _, cpu_us = zephon_measure(records, "threads", 1)
+    task_ns = 1e9 * tasks * per_task / n
+    timer_ns = 1e9 * messages * 8 * per_timer / n
+    print(
+        f"  accounted (threads, parallelism 1): {tasks / n:.3f} tasks and {messages / n:.3f} stage messages per sample; "
+        f"task timing {per_task * 1e9:.0f} ns/task = {task_ns:.0f} ns/sample, timers {per_timer * 1e9:.0f} ns x 8 per "
+        f"message = {timer_ns:.0f} ns/sample; together {100 * (task_ns + timer_ns) / (1000 * cpu_us):.2f}% of "
+        f"{cpu_us:.1f} us CPU per sample"
     )
 
 

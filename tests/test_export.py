@@ -186,7 +186,8 @@ def test_the_tuning_docs_logger_examples_run_with_stand_in_loggers():
             scalars.append((tag, value, step))
 
     class Wandb:
-        def log(self, data: dict, step: int | None = None) -> None:
+        def log(self, data: dict, commit: bool = True) -> None:
+            assert commit is False  # the example attaches figures to the trainer's next step
             logged.append(data)
 
     for block in blocks:

@@ -12,7 +12,7 @@ import pytest
 
 from zephon_core import ConfigError, Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
 from zephon_core.cli import main as cli_main
-from zephon_core.manifest import Manifest, diff, show
+from zephon_core.manifest import Manifest, diff
 from zephon_core.ops.stateful import Emit
 
 LANES, MICRO, STEPS = 2, 4, 200

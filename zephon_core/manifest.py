@@ -520,7 +520,8 @@ def show(path: str, step: int | None = None, lane: int | None = None, as_json: b
         if as_json:
             return json.dumps(summary)
         return (
-            f"{m.path}: {len(m.files)} part files from ranks {_ranges(ranks)}; lanes {_ranges(m.lanes())}; "
+            f"{m.path}: {len(m.files)} part file{'s' * (len(m.files) != 1)} from rank{'s' * (len(ranks) != 1)} "
+            f"{_ranges(ranks)}; lanes {_ranges(m.lanes())}; "
             f"global steps {_ranges(steps)} ({len(b)} microbatches)"
         )
     held = m.rows(step)

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from zephon_core.ops.contract import WorkerFn
 
@@ -35,14 +35,36 @@ ENABLED = os.environ.get("ZEPHON_METRICS", "on").strip().lower() not in {"off", 
 """Per-task timing on (the default); see the module docstring for ``ZEPHON_METRICS=off``."""
 
 
-@dataclass(frozen=True, slots=True)
-class Timed:
-    """A worker's result with when and where it ran (``perf_counter`` seconds of the worker's host)."""
+class Timed(NamedTuple):
+    """A worker's result with when and where it ran (``time.time()`` seconds of the worker's host).
+
+    A named tuple rather than a frozen dataclass: one is built per task on the worker, and a frozen
+    dataclass costs several times more to construct (this is most of what timing a task costs).
+    """
 
     result: Any
     start: float
     end: float
     worker: str
+
+
+_names = threading.local()
+
+
+def _worker_name() -> str:
+    """``"pid:thread"`` of the calling worker, computed once per thread (``os.getpid()`` is a system call)."""
+    name: str | None = getattr(_names, "name", None)
+    if name is None:
+        name = _names.name = f"{os.getpid()}:{threading.get_ident()}"
+    return name
+
+
+def _forget_names() -> None:
+    global _names
+    _names = threading.local()  # a forked worker inherits the parent's thread-local: a stale pid
+
+
+os.register_at_fork(after_in_child=_forget_names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +80,7 @@ class TimedWorker:
     def __call__(self, task: Any) -> Timed:
         start = time.time()
         result = self.fn(task)
-        return Timed(result, start, time.time(), f"{os.getpid()}:{threading.get_ident()}")
+        return Timed(result, start, time.time(), _worker_name())
 
 
 def timed(fn: WorkerFn) -> Callable[[Any], Any]:
@@ -73,7 +95,6 @@ class StageMetrics:
         self.name = name
         self.runner = runner
         self.parallelism = parallelism
-        self.lock = threading.Lock()
         self.records_in = 0
         self.records_out = 0
         self.tasks = 0
@@ -87,15 +108,17 @@ class StageMetrics:
         self.trace: collections.deque[tuple[float, float, str]] | None = None
 
     def task_done(self, timed: Timed) -> None:
+        """Count one finished task. Only the stage's emitter thread calls this, so no lock: readers
+        copy the deques (atomic under the GIL) and read plain numbers."""
         if not ENABLED:
             return
-        d = max(0.0, timed.end - timed.start)
-        with self.lock:
-            self.tasks += 1
-            self.busy_s += d
-            self.latencies.append(d)
-            if self.trace is not None:
-                self.trace.append((timed.start, timed.end, timed.worker))
+        start, end = timed.start, timed.end
+        d = end - start if end > start else 0.0
+        self.tasks += 1
+        self.busy_s += d
+        self.latencies.append(d)
+        if self.trace is not None:
+            self.trace.append((start, end, timed.worker))
 
     def counters(self) -> dict[str, float]:
         """The cumulative counters (for windowed differences)."""
@@ -111,8 +134,7 @@ class StageMetrics:
         }
 
     def percentiles(self) -> dict[str, float]:
-        with self.lock:
-            lat = sorted(self.latencies)
+        lat = sorted(self.latencies.copy())
         if not lat:
             return {"p50": 0.0, "p90": 0.0, "p99": 0.0}
         pick = lambda q: 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731 - tiny local helper
