@@ -120,7 +120,7 @@ def metrics_overhead(samples: int, repeats: int) -> None:
     """Metrics on vs off per configuration, each run in a fresh process: the median rate (samples/s),
     and the median CPU time per sample, which is what the metrics add to and what other load on a
     shared machine disturbs least."""
-    configs = [("threads", 1), ("threads", 2), ("processes", 2)]
+    configs = [("threads", 1), ("threads", 2), ("processes", 1)]
     print(f"metrics overhead: fetch + shuffle + batch(32), {samples} x 1 KB samples, {repeats} runs per arm")
     print(
         f"  {'configuration':26s} {'samples/s on':>13s} {'off':>9s} {'cost':>6s}   "

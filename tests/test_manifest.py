@@ -116,13 +116,16 @@ def test_parts_are_written_while_running_and_a_resumed_run_adds_its_own(tmp_path
     it = iter(p)
     for _ in range(35 * LANES):
         next(it)
-    # Not closed (as after a crash): the first 30 steps are on disk, complete and readable.
+    # Not closed (as after a crash): the first 30 steps are on disk, complete and readable (once the
+    # writer thread has written the parts handed to it).
+    p._manifest._queue.join()
     assert Manifest(path).steps() == list(range(30))
     assert not list(path.rglob("*.tmp"))
     state = p.state_dict()  # a checkpoint at step 35 writes steps 30-34 too
     assert Manifest(path).steps() == list(range(35))
     for _ in range(12 * LANES):  # steps 35-46 are trained on (35-44 written in a part), then the process dies
         next(it)
+    p._manifest._queue.join()
     assert Manifest(path).steps() == list(range(45))
     p._manifest = None  # nothing flushes at close: what a killed process leaves
     p.close()

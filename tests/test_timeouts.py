@@ -91,7 +91,7 @@ def test_ctrl_c_exits_a_script_blocked_on_a_hung_worker(runner, tmp_path):
         t0 = time.monotonic()
         os.kill(proc.pid, signal.SIGINT)
         proc.wait(timeout=15)
-        # 5 s on an idle machine (measured 1–3 s); the bound leaves room for a test running beside it
+        # 5 s on an idle machine (measured 1-3 s); the bound leaves room for a test running beside it
         assert time.monotonic() - t0 < 8.0
         assert proc.returncode != 0 and "KeyboardInterrupt" in (proc.stderr.read() if proc.stderr else "")
     finally:

@@ -30,6 +30,8 @@ import hashlib
 import itertools
 import json
 import os
+import queue
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zephon_core.errors import ConfigError, ZephonError
+from zephon_core.hashing import splitmix64
 from zephon_core.work.ids import CHUNK_BITS, OFFSET_BITS
 
 if TYPE_CHECKING:
@@ -98,8 +101,26 @@ def _fs(path: str) -> tuple[Any, str]:
 # -- writing ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _Delivered:
+    """What the training loop's thread takes from one microbatch; the rest is done by the writer thread."""
+
+    step: int
+    lane: int
+    sha256: str
+    counts: list[int]  # lineage entries per row
+    sample_ids: np.ndarray  # every row's lineage, concatenated
+    digests: np.ndarray  # one per row
+    spans: tuple[np.ndarray, np.ndarray] | None  # token [start, stop) per lineage entry, when known
+
+
 class ManifestWriter:
-    """Collects what each delivered microbatch held and writes it as part files (see the module docstring).
+    """Records what each delivered microbatch held and writes it as part files (see the module docstring).
+
+    The training loop's thread hashes each microbatch as it is handed out (before the training step
+    can modify its arrays) and copies its lineage; a writer thread turns a group of them into a part
+    file: sample ids to pointers, one Parquet row group, the rename. ``flush(wait=True)`` (what
+    ``state_dict()`` uses) returns once everything delivered so far is on disk.
 
     Args:
         path: the manifest folder (a local path or an fsspec URL).
@@ -126,53 +147,102 @@ class ManifestWriter:
         protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
         self.local = bool({"file", "local"} & set(protocols))
         self._chunks: collections.OrderedDict[int, Chunk] = collections.OrderedDict()
-        self._parts: list[dict[str, np.ndarray]] = []
-        self._hashes: list[str] = []
-        self._batches = 0
+        self._gathered: list[_Delivered] = []
         self._seq = 0
         self._last_write = time.monotonic()
+        self._queue: queue.Queue[list[_Delivered] | None] = queue.Queue(maxsize=2)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._closed = False
         self.files: list[str] = []
 
-    # -- per microbatch --------------------------------------------------------------------------
+    # -- the training loop's side ------------------------------------------------------------------
     def record(self, batch: SampleBatch) -> None:
-        """Add one delivered microbatch; writes a part when enough rounds (or time) have gathered."""
-        n = len(batch.lineage)
+        """Take one delivered microbatch; hands a group to the writer every ``every_steps`` rounds (or minute)."""
+        self._check()
+        lineage = batch.lineage
+        n = len(lineage)
         if n == 0:
             return
-        counts = np.fromiter((len(lin) for lin in batch.lineage), dtype=np.int64, count=n)
-        eff = np.maximum(counts, 1)  # a row without lineage keeps one (null) record
-        total = int(eff.sum())
-        sids = np.full(total, -1, dtype=np.int64)
-        starts = np.cumsum(eff) - eff
-        if int(counts.sum()) == total:
-            sids[:] = np.fromiter(itertools.chain.from_iterable(batch.lineage), dtype=np.int64, count=total)
-        else:
-            for r, lin in enumerate(batch.lineage):
-                sids[starts[r] : starts[r] + len(lin)] = lin
-        rows = np.repeat(np.arange(n, dtype=np.int32), eff)
-        position = (np.arange(total, dtype=np.int64) - np.repeat(starts, eff)).astype(np.int32)
-        ds, shard, index = self._pointers(sids)
-        span_start, span_stop = _token_spans(batch.data, counts, eff, total)
-        self._hashes.append(batch.sha256())
-        self._parts.append(
-            {
-                "step": np.full(total, batch.lane_index, dtype=np.int64),
-                "lane": np.full(total, batch.lane, dtype=np.int32),
-                "row": rows,
-                "batch": np.full(total, len(self._hashes) - 1, dtype=np.int32),
-                "row_digest": np.repeat(_row_digests(batch.data, n), eff),
-                "position": position,
-                "dataset": ds,
-                "shard": shard,
-                "index": index,
-                "sample_id": sids,
-                "token_start": span_start,
-                "token_stop": span_stop,
-            }
+        counts = [len(lin) for lin in lineage]
+        total = sum(counts)
+        sample_ids = np.fromiter(itertools.chain.from_iterable(lineage), dtype=np.int64, count=total)
+        self._gathered.append(
+            _Delivered(
+                batch.lane_index,
+                batch.lane,
+                batch.sha256(),
+                counts,
+                sample_ids,
+                _row_digests(batch.data, n),
+                _token_spans(batch.data, counts),
+            )
         )
-        self._batches += 1
-        if self._batches >= self.every or time.monotonic() - self._last_write >= GROUP_SECONDS:
+        if len(self._gathered) >= self.every or time.monotonic() - self._last_write >= GROUP_SECONDS:
             self.flush()
+
+    def flush(self, wait: bool = False) -> None:
+        """Hand what has gathered to the writer thread as one part; ``wait``: until all is on disk."""
+        self._check()
+        self._last_write = time.monotonic()
+        if self._gathered:
+            group, self._gathered = self._gathered, []
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="zephon-manifest-writer", daemon=True)
+                self._thread.start()
+            self._queue.put(group)
+        if wait:
+            self._queue.join()
+            self._check()
+
+    def close(self) -> None:
+        """Write what is left and stop the writer thread (the pipeline's ``close()`` calls this)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush(wait=True)
+        finally:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread.join()
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise ZephonError(
+                f"the manifest writer failed: {type(self._error).__name__}: {self._error}"
+            ) from self._error
+
+    # -- the writer thread ------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            group = self._queue.get()
+            try:
+                if group is None:
+                    return
+                if self._error is None:
+                    self._write(group)
+            except BaseException as exc:  # reported to the training loop at its next record() or flush()
+                self._error = exc
+            finally:
+                self._queue.task_done()
+
+    def _write(self, group: list[_Delivered]) -> None:
+        table = self._table(group)
+        name = f"{self.folder}/part-{self.session}-{self._seq:05d}.parquet"
+        self._seq += 1
+        # Encoded in memory, then written by Python: pyarrow's threads never call back into a Python
+        # file object (which can abort the interpreter at exit), and a part is small.
+        sink = self._pa.BufferOutputStream()
+        self._pq.write_table(table, sink, compression="zstd")
+        data = sink.getvalue().to_pybytes()
+        if self.local:  # a temporary name renamed when complete: readers never see half a file
+            tmp = name + ".tmp"
+            self.fs.pipe_file(tmp, data)
+            self.fs.mv(tmp, name)
+        else:  # object stores publish an object only once its upload completes
+            self.fs.pipe_file(name, data)
+        self.files.append(name)
 
     def _chunk(self, g: int) -> Chunk | None:
         ch = self._chunks.get(g)
@@ -192,133 +262,136 @@ class ManifestWriter:
         ds = np.full(len(sids), -1, dtype=np.int32)
         shard = np.full(len(sids), -1, dtype=np.int32)
         index = np.full(len(sids), -1, dtype=np.int64)
-        known = sids >= 0
-        chunk_no = (sids >> OFFSET_BITS) & ((1 << CHUNK_BITS) - 1)
+        chunk_no = np.where(sids >= 0, (sids >> OFFSET_BITS) & ((1 << CHUNK_BITS) - 1), -1)
         offset = sids & ((1 << OFFSET_BITS) - 1)
-        for g in np.unique(chunk_no[known]).tolist():
-            ch = self._chunk(int(g))
-            sel = known & (chunk_no == g)
+        order = np.argsort(chunk_no, kind="stable")
+        chunks, first = np.unique(chunk_no[order], return_index=True)
+        bounds = [*first.tolist(), len(order)]
+        for k, g in enumerate(chunks.tolist()):
+            if g < 0:
+                continue  # a row without lineage
+            sel = order[bounds[k] : bounds[k + 1]]
             off = offset[sel]
-            if ch is None or (off.size and int(off.max()) >= len(ch)):
+            ch = self._chunk(g)
+            if ch is None or int(off.max()) >= len(ch):
                 continue  # not a pointer of this source (an operator made its own ids): left unknown
             ds[sel] = ch.dataset[off]
             shard[sel] = ch.shard[off]
             index[sel] = ch.index[off]
         return ds, shard, index
 
-    # -- writing parts ---------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Write what has gathered as one part file (one row group); nothing if empty."""
-        self._last_write = time.monotonic()
-        if not self._parts:
-            return
-        parts, hashes = self._parts, self._hashes
-        self._parts, self._hashes, self._batches = [], [], 0
-        cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        table = self._table(cols, hashes)
-        name = f"{self.folder}/part-{self.session}-{self._seq:05d}.parquet"
-        self._seq += 1
-        # Encoded in memory, then written by Python: pyarrow's threads never call back into a Python
-        # file object (which can abort the interpreter at exit), and a part is small.
-        sink = self._pa.BufferOutputStream()
-        self._pq.write_table(table, sink, compression="zstd")
-        data = sink.getvalue().to_pybytes()
-        if self.local:  # a temporary name renamed when complete: readers never see half a file
-            tmp = name + ".tmp"
-            self.fs.pipe_file(tmp, data)
-            self.fs.mv(tmp, name)
-        else:  # object stores publish an object only once its upload completes
-            self.fs.pipe_file(name, data)
-        self.files.append(name)
-
-    def _table(self, cols: dict[str, np.ndarray], hashes: list[str]) -> pa.Table:
+    def _table(self, group: list[_Delivered]) -> pa.Table:
         pa = self._pa
-        ds = cols["dataset"]
-        shard = cols["shard"]
+        counts = np.fromiter((c for b in group for c in b.counts), dtype=np.int64)
+        rows_per_batch = np.array([len(b.counts) for b in group], dtype=np.int64)
+        eff = np.maximum(counts, 1)  # a row without lineage keeps one (null) record
+        total = int(eff.sum())
+        real = np.repeat(counts > 0, eff)  # which records are lineage entries (not a null placeholder)
+        sids = np.full(total, -1, dtype=np.int64)
+        sids[real] = np.concatenate([b.sample_ids for b in group])
+        start = np.full(total, -1, dtype=np.int32)
+        stop = np.full(total, -1, dtype=np.int32)
+        if any(b.spans is not None for b in group):
+            minus = [np.full(len(b.sample_ids), -1, dtype=np.int32) for b in group]
+            start[real] = np.concatenate([b.spans[0] if b.spans else m for b, m in zip(group, minus)])
+            stop[real] = np.concatenate([b.spans[1] if b.spans else m for b, m in zip(group, minus)])
+        row_start = np.cumsum(eff) - eff
+        batch_no = np.repeat(np.arange(len(group), dtype=np.int32), rows_per_batch)
+        row_in_batch = np.arange(len(counts), dtype=np.int64) - np.repeat(
+            np.cumsum(rows_per_batch) - rows_per_batch, rows_per_batch
+        )
+        ds, shard, index = self._pointers(sids)
         known = ds >= 0
-        shard_id = np.full(len(ds), None, dtype=object)
+        shard_id = np.full(total, None, dtype=object)
         for d in np.unique(ds[known]).tolist():
-            sel = ds == d
+            sel = np.flatnonzero(ds == d)
             ids = self.shard_ids[d]
             s = shard[sel]
             ok = (s >= 0) & (s < len(ids))
-            vals = np.full(len(s), None, dtype=object)
-            vals[ok] = ids[s[ok]]
-            shard_id[sel] = vals
-        names = pa.array(self.names, type=pa.string())
-        dataset = pa.DictionaryArray.from_arrays(pa.array(ds, mask=~known), names)
-        digest = pa.DictionaryArray.from_arrays(pa.array(cols["batch"]), pa.array(hashes, type=pa.string()))
-        null_span = cols["token_start"] < 0
+            shard_id[sel[ok]] = ids[s[ok]]
+        steps = np.array([b.step for b in group], dtype=np.int64)
+        lanes = np.array([b.lane for b in group], dtype=np.int32)
+        null_span = start < 0
         return pa.table(
             {
-                "step": pa.array(cols["step"]),
-                "lane": pa.array(cols["lane"]),
-                "row": pa.array(cols["row"]),
-                "batch_sha256": digest,
-                "row_digest": pa.array(cols["row_digest"]),
-                "position": pa.array(cols["position"]),
-                "dataset": dataset,
+                "step": pa.array(np.repeat(steps[batch_no], eff)),
+                "lane": pa.array(np.repeat(lanes[batch_no], eff)),
+                "row": pa.array(np.repeat(row_in_batch, eff).astype(np.int32)),
+                "batch_sha256": pa.DictionaryArray.from_arrays(
+                    pa.array(np.repeat(batch_no, eff)), pa.array([b.sha256 for b in group], type=pa.string())
+                ),
+                "row_digest": pa.array(np.repeat(np.concatenate([b.digests for b in group]), eff)),
+                "position": pa.array((np.arange(total) - np.repeat(row_start, eff)).astype(np.int32)),
+                "dataset": pa.DictionaryArray.from_arrays(
+                    pa.array(ds, mask=~known), pa.array(self.names, type=pa.string())
+                ),
                 "shard": pa.array(shard, mask=~known),
                 "shard_id": pa.array(shard_id, type=pa.string()).dictionary_encode(),
-                "index": pa.array(cols["index"], mask=~known),
-                "sample_id": pa.array(cols["sample_id"], mask=cols["sample_id"] < 0),
-                "token_start": pa.array(cols["token_start"], mask=null_span),
-                "token_stop": pa.array(cols["token_stop"], mask=null_span),
-                "rank": pa.array(np.full(len(ds), self.rank, dtype=np.int32)),
+                "index": pa.array(index, mask=~known),
+                "sample_id": pa.array(sids, mask=sids < 0),
+                "token_start": pa.array(start, mask=null_span),
+                "token_stop": pa.array(stop, mask=null_span),
+                "rank": pa.array(np.full(total, self.rank, dtype=np.int32)),
             }
         )
 
-    def close(self) -> None:
-        """Write what is left (the pipeline's ``close()`` and the end of the data call this)."""
-        self.flush()
+
+_SALTS: dict[int, np.ndarray] = {}
 
 
 def _row_digests(data: dict[str, np.ndarray], n: int) -> np.ndarray:
-    """A 64-bit BLAKE2b digest of each row's arrays (every array whose first axis is the rows), as int64.
+    """A 64-bit digest of each row's bytes (every array whose first axis is the rows, keys in order), as int64.
 
     The batch's SHA-256 says *whether* two runs' microbatches differ; these say *which row* differs
-    when the samples are the same but their content is not (a changed source file).
+    when the samples are the same but their content is not (a changed source file). Computed for a
+    whole microbatch in two passes over its bytes: each 8-byte word times an odd constant of its
+    position (so any one changed word changes the sum), summed per row, then mixed (SplitMix64).
+    A locator, not a cryptographic hash: the batch's SHA-256 stays the authority.
     """
-    parts = []
+    mats = []
     for key in sorted(data):
         arr = np.asarray(data[key])
         if arr.ndim == 0 or arr.shape[0] != n or arr.dtype == object:
             continue
-        parts.append((key.encode(), np.ascontiguousarray(arr).reshape(n, -1).view(np.uint8)))
-    out = np.empty(n, dtype=np.int64)
-    for r in range(n):
-        h = hashlib.blake2b(digest_size=8)
-        for key, mat in parts:
-            h.update(key)
-            h.update(mat[r])
-        out[r] = int.from_bytes(h.digest(), "little", signed=True)
-    return out
+        mats.append(np.ascontiguousarray(arr).reshape(n, -1).view(np.uint8))
+    if not mats:
+        return np.zeros(n, dtype=np.int64)
+    width = sum(m.shape[1] for m in mats)
+    pad = -width % 8
+    if pad:
+        mats.append(np.zeros((n, pad), dtype=np.uint8))
+    raw = np.concatenate(mats, axis=1) if len(mats) > 1 else mats[0]
+    words = np.ascontiguousarray(raw).view(np.uint64)
+    salt = _SALTS.get(words.shape[1])
+    if salt is None:
+        salt = _SALTS[words.shape[1]] = splitmix64(np.arange(words.shape[1], dtype=np.uint64)) | np.uint64(1)
+    with np.errstate(over="ignore"):
+        summed = (words * salt).sum(axis=1, dtype=np.uint64) + np.uint64(width)
+    return splitmix64(summed).view(np.int64)
 
 
-def _token_spans(
-    data: dict[str, np.ndarray], counts: np.ndarray, eff: np.ndarray, total: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each record's ``[start, stop)`` in its row from ``document_ids`` (packed rows), else -1.
+def _token_spans(data: dict[str, np.ndarray], counts: list[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each lineage entry's ``[start, stop)`` in its row from ``document_ids`` (packed rows); None without them.
 
     Segment *j* of a packed row is ``document_ids == j`` and belongs to the row's *j*-th lineage
     entry; -1 marks padding (see ``zephon_pack.segment_spans``). A row whose segments and lineage
-    do not match one to one (records that were not each one sample) gets no spans.
+    do not match one to one (records that were not each one sample) gets -1: no spans.
     """
-    start = np.full(total, -1, dtype=np.int32)
-    stop = np.full(total, -1, dtype=np.int32)
     doc = data.get("document_ids")
     if not isinstance(doc, np.ndarray) or doc.ndim != 2 or doc.shape[0] != len(counts):
-        return start, stop
+        return None
+    total = sum(counts)
+    start = np.full(total, -1, dtype=np.int32)
+    stop = np.full(total, -1, dtype=np.int32)
     at = 0
-    for r in range(len(counts)):
-        k = int(counts[r])
+    for r, k in enumerate(counts):
         row = doc[r]
         valid = row[row >= 0]
         if k and valid.size and int(valid.max()) + 1 == k:
             seg = np.arange(k)
             start[at : at + k] = np.searchsorted(valid, seg, side="left")
             stop[at : at + k] = np.searchsorted(valid, seg, side="right")
-        at += int(eff[r])
+        at += k
     return start, stop
 
 

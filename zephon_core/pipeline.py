@@ -533,7 +533,7 @@ class Pipeline:
         disk, and a run resumed from it delivers (and records) the later steps again.
         """
         if self._manifest is not None:
-            self._manifest.flush()
+            self._manifest.flush(wait=True)
         opts = self._opts
         layout = opts.layout()
         if self._engine is not None:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from zephon_core.errors import ConfigError, ZephonError
 from zephon_core.plugins import load_object
-from zephon_core.progress import Progress
+from zephon_core.progress import Progress, Ticker
 from zephon_core.runtime.diagnose import Diagnosis, diagnose
 from zephon_core.runtime.metrics import windowed
 
@@ -312,36 +312,40 @@ def run_profile(
     pipeline.options(
         metrics_callback=collect, metrics_every_s=SAMPLE_EVERY_S, trace=trace or pipeline.run_options.trace
     )
-    total, unit = (seconds, "s") if batches is None else (float(batches), "batches")
     n = rows = 0
     finished = False
     spans = None
-    bar = Progress(total, "profiling", unit, draw=None if show_progress else False)
-    with pipeline, bar:
-        it: Iterator[Any] = iter(pipeline)
-        first = next(it, None)
+    draw = None if show_progress else False
+    # The bar starts with the first batch, when the measured part of the run starts: in seconds, or
+    # in microbatches with --batches.
+    with pipeline:
+        with Ticker("starting the pipeline", draw=draw):
+            it: Iterator[Any] = iter(pipeline)
+            first = next(it, None)
         start = pipeline.metrics()
         t0 = time.monotonic()
         if first is None:
             finished = True
         else:
             n, rows = 1, len(first)
-            last_tick = t0
-            for b in it:
-                n += 1
-                rows += len(b)
-                if consumer_ms:
-                    time.sleep(consumer_ms / 1000)
-                now = time.monotonic()
-                if batches is None:
-                    bar.update(now - last_tick)
-                    last_tick = now
+            total, unit = (round(seconds or 0), "s") if batches is None else (batches, "microbatches")
+            with Progress(total, "profiling", unit, draw=draw, timer=batches is None) as bar:
+                bar.update(0 if batches is None else 1)
+                for b in it:
+                    n += 1
+                    rows += len(b)
+                    if consumer_ms:
+                        time.sleep(consumer_ms / 1000)
+                    now = time.monotonic()
+                    if batches is None:
+                        bar.note(f"{n:,} microbatches")
+                        bar.set(int(now - t0))
+                    else:
+                        bar.update(1)
+                    if (batches is not None and n >= batches) or (seconds is not None and now - t0 >= seconds):
+                        break
                 else:
-                    bar.update(1)
-                if (batches is not None and n >= batches) or (seconds is not None and now - t0 >= seconds):
-                    break
-            else:
-                finished = True
+                    finished = True
         end = pipeline.metrics()
         elapsed = time.monotonic() - t0
         if trace:
@@ -450,7 +454,10 @@ def plot(result: ProfileResult, path: str | os.PathLike[str]) -> None:
     )
     for ax, (key, title) in zip(axes, titles):
         for i, name in enumerate(names):
-            ax.plot(t, series[key][name], label=name, color=colors(i % 10), linewidth=1.6)
+            # Earlier steps drawn wider, so a line that coincides with a later one (both queues full,
+            # two steps at the same rate) still shows around it.
+            width = max(1.2, 3.6 - 0.6 * i)
+            ax.plot(t, series[key][name], label=name, color=colors(i % 10), linewidth=width, alpha=0.9)
         ax.set_title(title, loc="left", fontsize=10)
         ax.grid(True, alpha=0.3)
         if key != "records_out_per_s":

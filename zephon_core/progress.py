@@ -25,6 +25,7 @@ class Progress:
         unit: the unit's name.
         stream: where to draw (default stderr).
         draw: None (default) draws only when ``stream`` is a terminal; True or False decide.
+        timer: the count is elapsed seconds (no rate is shown, "per second" of seconds being noise).
     """
 
     def __init__(
@@ -34,10 +35,13 @@ class Progress:
         unit: str = "it",
         stream: TextIO | None = None,
         draw: bool | None = None,
+        timer: bool = False,
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.total, self.desc, self.unit = total, desc, unit
-        self.n = 0.0
+        self.n: float = 0
+        self.extra = ""
+        self.timer = timer
         self.enabled = _isatty(self.stream) if draw is None else draw
         self._bar: Any = None
         self._rich: Any = None
@@ -51,7 +55,15 @@ class Progress:
         try:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=self.stream, leave=True)
+            fmt = None
+            if self.timer:
+                fmt = (
+                    "{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s{postfix}"
+                    if self.total
+                    else "{desc}: {elapsed}{postfix}"
+                )
+            unit = f" {self.unit}" if len(self.unit) > 2 else self.unit  # "12 microbatches", but "12it"
+            self._bar = tqdm(total=self.total, desc=self.desc, unit=unit, file=self.stream, leave=True, bar_format=fmt)
             return
         except ImportError:
             pass
@@ -80,6 +92,21 @@ class Progress:
                 self._last = now
                 self._plain()
 
+    def set(self, n: float) -> None:
+        """Move to ``n`` (clamped to the total): for progress measured in elapsed time."""
+        if self.total is not None:
+            n = min(n, self.total)
+        if n > self.n:
+            self.update(n - self.n)
+
+    def note(self, text: str) -> None:
+        """Text shown after the count (e.g. what has been done so far), refreshed with the next update."""
+        self.extra = text
+        if self.enabled and self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=False)
+        elif self.enabled and self._rich is not None:
+            self._rich.update(self._task, description=f"{self.desc} {text}")
+
     def _plain(self) -> None:
         rate = self.n / max(1e-9, time.monotonic() - self._t0)
         if self.total:
@@ -87,7 +114,9 @@ class Progress:
             text = f"\r{self.desc} [{'#' * filled}{'.' * (30 - filled)}] {self.n:,.0f}/{self.total:,.0f} {self.unit}"
         else:
             text = f"\r{self.desc} {self.n:,.0f} {self.unit}"
-        self.stream.write(f"{text} ({rate:,.1f} {self.unit}/s)")
+        notes = [] if self.timer else [f"{rate:,.1f} {self.unit}/s"]
+        notes += [self.extra] if self.extra else []
+        self.stream.write(text + (f" ({', '.join(notes)})" if notes else ""))
         self.stream.flush()
 
     def close(self) -> None:
@@ -119,8 +148,8 @@ class Ticker:
     """Elapsed seconds on a terminal while one opaque call runs (e.g. an index build): a thread ticks
     a :class:`Progress` with no total every 0.2 s. Nothing happens when stderr is not a terminal."""
 
-    def __init__(self, desc: str, stream: TextIO | None = None) -> None:
-        self.bar = Progress(None, desc, "s", stream)
+    def __init__(self, desc: str, stream: TextIO | None = None, draw: bool | None = None) -> None:
+        self.bar = Progress(None, desc, "s", stream, draw, timer=True)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
