@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from zephon_core.ops.contract import WorkerFn
 
@@ -35,11 +35,11 @@ ENABLED = os.environ.get("ZEPHON_METRICS", "on").strip().lower() not in {"off", 
 """Per-task timing on (the default); see the module docstring for ``ZEPHON_METRICS=off``."""
 
 
-class Timed(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Timed:
     """A worker's result with when and where it ran (``time.time()`` seconds of the worker's host).
 
-    A named tuple rather than a frozen dataclass: one is built per task on the worker, and a frozen
-    dataclass costs several times more to construct (this is most of what timing a task costs).
+    A dataclass, not a named tuple: Ray's serializer rebuilds named tuples without their fields.
     """
 
     result: Any
