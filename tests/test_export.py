@@ -195,7 +195,7 @@ def test_the_tuning_docs_logger_examples_run_with_stand_in_loggers():
         env = {"pipeline": pipeline, "writer": SummaryWriter(), "wandb": Wandb()}
         exec(block, env)
         with env["pipeline"] as p:  # the example configured it; run it briefly (the final report comes at close)
-            _consume(p, 0.3)
+            _consume(p, 1.0)
     assert any(tag == "zephon/ident/worker_busy" for tag, _, _ in scalars)
     assert logged and "zephon/consumer/wait" in logged[-1]
 
