@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from zephon_core.runtime.diagnose import diagnose
 from zephon_core.runtime.metrics import windowed
@@ -20,12 +20,6 @@ from zephon_core.runtime.stage import Stage
 
 GAIN = 1.05
 """A change is kept when throughput rose by at least this factor."""
-
-
-class Resizable(Protocol):
-    parallelism: int
-
-    def resize(self, parallelism: int) -> None: ...
 
 
 class AutoTuner:
