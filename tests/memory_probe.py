@@ -1,9 +1,14 @@
-"""Run a pipeline of 1 MiB records at default settings and print the peak RSS (MiB): ``python -m tests.memory_probe``."""
+"""Run a pipeline of 1 MiB records at default settings and print the peak RSS (MiB): ``python -m tests.memory_probe``.
+
+``--unbounded`` lifts the byte budget; ``--slow-consumer`` sleeps 20 ms per batch, so every queue and the
+multiplexer fill up (a training step slower than the pipeline is the usual case).
+"""
 
 from __future__ import annotations
 
 import resource
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -27,15 +32,21 @@ def identity(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-def main(batches: int, options: dict[str, Any]) -> None:
+def main(batches: int, options: dict[str, Any], step_s: float = 0.0) -> None:
     ws = StaticMixtureWorkSource([Dataset("big", MebibyteRecords())], seed=0)
     p = Pipeline(ws).map_transform(identity, parallelism=2).batch(8).options(lanes=4, **options)
     with p:
         for i, _ in enumerate(p):
             if i >= batches:
                 break
+            if step_s:
+                time.sleep(step_s)
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), {"max_inflight_bytes": None} if "--unbounded" in sys.argv else {})
+    main(
+        int(sys.argv[1]),
+        {"max_inflight_bytes": None} if "--unbounded" in sys.argv else {},
+        0.02 if "--slow-consumer" in sys.argv else 0.0,
+    )

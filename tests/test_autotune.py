@@ -23,11 +23,15 @@ def _build(par: int = 1) -> Pipeline:
     )
 
 
-def _tuned_hashes(state: dict | None = None, steps: int | None = None, world: int = 1) -> tuple[list[str], dict, list]:
+def _tuned_hashes(
+    state: dict | None = None, steps: int | None = None, world: int = 1, runner: str = "threads"
+) -> tuple[list[str], dict, list]:
     hashes, states, reports = [], [], []
     per = LANES // world
     for rank in range(world):
-        p = _build().options(lanes=LANES, dp_rank=rank, dp_world_size=world, autotune=True, cpu_budget=6)
+        p = _build().options(
+            lanes=LANES, dp_rank=rank, dp_world_size=world, autotune=True, cpu_budget=6, runner=runner
+        )
         got = []
         with p:
             if state is not None:
@@ -61,3 +65,10 @@ def test_a_checkpoint_taken_while_tuning_resumes_exactly_on_another_world_size()
     head, state, _ = _tuned_hashes(steps=60)
     tail, _, _ = _tuned_hashes(state=state, world=2)
     assert head + tail == fixed
+
+
+def test_autotune_resizes_process_pools_and_not_the_data():
+    fixed = run_global(_build, lanes=LANES, world_size=1, runner="threads", parallelism=1).hashes
+    tuned, _, reports = _tuned_hashes(runner="processes")
+    assert tuned == fixed
+    assert reports[0]["parallelism"]["slow"] > 1, reports[0]

@@ -47,8 +47,8 @@ class Options:
     ``timeout_s`` is the default limit for one task of every step that does not set its own (None:
     no limit); fetch defaults to :data:`~zephon_core.runtime.fetch.FETCH_TIMEOUT_S`.
     ``autotune=True`` lets the pipeline raise the parallelism of whichever step limits throughput
-    while it runs, within ``cpu_budget`` workers in all (default: the machine's CPU count); the data
-    is the same whatever it chooses. ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
+    while it runs, within ``cpu_budget`` workers in all steps together (default: one per step plus one
+    per CPU, so that even a small machine has room to move); the data is the same whatever it chooses. ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
     read in groups of at most 1/32 of it), so large records do not multiply memory by queue depths.
 
     Observability (none of it changes the data): ``trace`` records worker task spans for
@@ -459,7 +459,7 @@ class Pipeline:
             view,
             queue_depth=self._opts.queue_depth,
             max_inflight_bytes=self._opts.max_inflight_bytes,
-            autotune_budget=(self._opts.cpu_budget or os.cpu_count() or 1) if self._opts.autotune else None,
+            autotune_budget=(self._opts.cpu_budget or len(plans) + 1 + (os.cpu_count() or 1)) if self._opts.autotune else None,
         )
         if self._opts.trace:
             self._engine.record_trace()

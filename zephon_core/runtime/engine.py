@@ -103,7 +103,7 @@ class Engine:
             lambda: fetched.bytes_per_record,
         )
         self.mux = Multiplexer(self.lanes, starts, self.ctx, queues[-1], len(self.lanes) * batch.microbatch_size)
-        self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux.backlog, fetch.group_size)
+        self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux.outlook, fetch.group_size)
         try:
             for i, plan in enumerate([*plans, batch_plan]):
                 ex = make_executor(plan)

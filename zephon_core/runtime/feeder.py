@@ -3,9 +3,13 @@
 A lane's chunks are computed directly from the work source (chunk ``g`` of lane ``l`` is
 ``LaneLayout.chunk(l, local_index)``), so the feeder holds one counter per lane. After every ``K``
 chunks of a lane it sends a ``FLUSH`` closing that window; at the lane's end it closes the last,
-partial window and sends ``LANE_END``. Which lane it feeds next follows demand (the lane with the
-fewest microbatches waiting at the multiplexer), which changes timing only: each lane's messages are
-the same whatever the interleaving.
+partial window and sends ``LANE_END``. Which lane it feeds next follows demand: the lane with the
+fewest microbatches expected at the multiplexer, counting those waiting there and those still in
+flight (its messages not yet arrived, times the microbatches per message the lane has yielded so
+far). Counting only what waits would overfeed a lane whose data is still in the pipeline, and the
+multiplexer would then hold a pile of that lane's microbatches while it waits for another lane: with
+large records that pile, not the queues, is where memory went. The choice changes timing only: each
+lane's messages are the same whatever the interleaving.
 """
 
 from __future__ import annotations
@@ -25,10 +29,6 @@ from zephon_core.work.lanes import LaneLayout
 LEAD_POLL_S = 0.002
 """How often a feeder held back by a trainer-steered source's lead looks again."""
 
-MAX_READY_PER_LANE = 2
-"""A lane with this many microbatches waiting at the multiplexer is fed only when every lane is."""
-
-
 class Feeder:
     """Produces the head queue's messages for the lanes one rank owns (run on its own thread)."""
 
@@ -40,7 +40,7 @@ class Feeder:
         starts: Mapping[int, LaneStart],
         ctx: Context,
         out: queue.Queue[Message],
-        backlog: Callable[[int], int],
+        outlook: Callable[[int, int], float],
         group_size: Callable[[int], int] = lambda n: n,
     ) -> None:
         self.source = source
@@ -48,19 +48,23 @@ class Feeder:
         self.k = flush_every
         self.ctx = ctx
         self.out = out
-        self.backlog = backlog
+        self.outlook = outlook
         self.group_size = group_size
         self.next_local = {lane: starts[lane].first_chunk(flush_every) for lane in layout.owned}
         self.emitted = {lane: 0 for lane in layout.owned}
         self.chunks = {lane: 0 for lane in layout.owned}
+        self.sent = {lane: 0 for lane in layout.owned}  # messages put for the lane: the next one's seq
 
     def window_of(self, local_index: int) -> int:
         """The window a lane-local chunk belongs to."""
         return local_index // self.k if self.k else 0
 
     def _pick_lane(self, active: list[int], emitted: dict[int, int]) -> int:
-        hungry = [lane for lane in active if self.backlog(lane) < MAX_READY_PER_LANE] or active
-        return min(hungry, key=lambda lane: (emitted[lane], lane))
+        return min(active, key=lambda lane: (self.outlook(lane, self.sent[lane]), emitted[lane], lane))
+
+    def _put(self, kind: Kind, lane: int, window: int, body: object = None) -> None:
+        self.ctx.put(self.out, Message(kind, lane, window, body, self.sent[lane]))
+        self.sent[lane] += 1
 
     def _feedable(self, active: list[int], parts: Mapping[int, object]) -> list[int]:
         """The lanes whose next chunk may be computed now: all, unless the source paces the feeder
@@ -101,19 +105,14 @@ class Feeder:
                 chunk = self.source.chunk(g)
                 if chunk is None:
                     if not k or c % k:
-                        ctx.put(out, Message(Kind.FLUSH, lane, window))
-                    ctx.put(out, Message(Kind.LANE_END, lane, window))
+                        self._put(Kind.FLUSH, lane, window)
+                    self._put(Kind.LANE_END, lane, window)
                     active.remove(lane)
                     continue
                 parts[lane] = (chunk, 0)
             chunk, start = parts[lane]
             stop = min(len(chunk), start + max(1, self.group_size(len(chunk))))
-            ctx.put(
-                out,
-                Message(
-                    Kind.DATA, lane, window, chunk if (start, stop) == (0, len(chunk)) else chunk.part(start, stop)
-                ),
-            )
+            self._put(Kind.DATA, lane, window, chunk if (start, stop) == (0, len(chunk)) else chunk.part(start, stop))
             emitted[lane] += 1
             if stop < len(chunk):
                 parts[lane] = (chunk, stop)
@@ -122,5 +121,5 @@ class Feeder:
             self.next_local[lane] = c + 1
             self.chunks[lane] += 1
             if k and (c + 1) % k == 0:
-                ctx.put(out, Message(Kind.FLUSH, lane, window))
+                self._put(Kind.FLUSH, lane, window)
         ctx.put(out, STOP_MESSAGE)

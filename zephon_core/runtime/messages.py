@@ -12,7 +12,10 @@ The feeder creates messages and every stage forwards them, so their meaning is d
 
 Every message carries the window it belongs to, counted from the lane's first chunk. Output made in
 response to a message inherits its window, so the terminal stage knows each record's window from
-the sentinels themselves, never from whether data happened to arrive.
+the sentinels themselves, never from whether data happened to arrive. It also inherits ``seq``, the
+number of the lane's feeder message it descends from: the multiplexer reads it to know how much of
+each lane is still in flight, which only steers *when* the feeder feeds a lane (see
+:mod:`zephon_core.runtime.feeder`).
 """
 
 from __future__ import annotations
@@ -37,9 +40,10 @@ class Message:
     lane: int
     window: int
     body: Any = None
+    seq: int = 0
 
     def with_body(self, body: Any) -> Message:
-        return Message(self.kind, self.lane, self.window, body)
+        return Message(self.kind, self.lane, self.window, body, self.seq)
 
 
 STOP_MESSAGE = Message(Kind.STOP, -1, -1)

@@ -44,6 +44,8 @@ class Multiplexer:
         self.resume: dict[int, ResumePoint] = {lane: starts[lane].resume for lane in lanes}
         fewest = min(lanes, key=lambda lane: (self.delivered[lane], lane))
         self.pos = lanes.index(fewest)
+        self.arrived = {lane: -1 for lane in lanes}  # seq of the lane's last message to arrive here
+        self.yielded = {lane: 0 for lane in lanes}  # microbatches that arrived
         self.finished = False
         self.started = False
         self.consumer = ConsumerMetrics()
@@ -54,8 +56,15 @@ class Multiplexer:
         return self.lanes[self.pos]
 
     def backlog(self, lane: int) -> int:
-        """Microbatches of ``lane`` waiting to be delivered (the feeder feeds hungry lanes first)."""
+        """Microbatches of ``lane`` waiting to be delivered."""
         return len(self.ready[lane])
+
+    def outlook(self, lane: int, sent: int) -> float:
+        """Microbatches of ``lane`` expected here: those waiting, and those its ``sent`` feeder messages
+        not yet arrived should yield at the lane's rate so far (the feeder feeds the lowest first)."""
+        arrived = self.arrived[lane] + 1
+        rate = self.yielded[lane] / arrived if arrived else 0.0
+        return len(self.ready[lane]) + max(0, sent - arrived) * rate
 
     def _pull(self) -> None:
         try:
@@ -65,8 +74,11 @@ class Multiplexer:
             if err is None:
                 raise ZephonError("the pipeline was closed") from None
             raise err from err.__cause__  # keep the failure's own cause, not the shutdown signal
+        if msg.lane in self.arrived:
+            self.arrived[msg.lane] = max(self.arrived[msg.lane], msg.seq)
         if msg.kind is Kind.DATA:
             self.ready[msg.lane].append(msg.body)
+            self.yielded[msg.lane] += 1
         elif msg.kind is Kind.LANE_END:
             self.ended.add(msg.lane)
             self.leftover[msg.lane] = int(msg.body or 0)

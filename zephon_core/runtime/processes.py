@@ -22,7 +22,11 @@ block against a worker that is itself blocked writing its result.
 
 Failure. A worker that dies (SIGKILL, segfault, out of memory) is noticed through its process
 sentinel or its socket, and the task it held fails with :class:`WorkerCrashedError` at once, so the
-training loop sees an error within a second, never a hang. A worker whose parent dies (even by
+training loop sees an error within a second, never a hang. A worker that dies while it holds no task
+loses no work: it is replaced, with a warning, so the pool never silently runs narrower (a pool that
+keeps losing workers, :data:`MAX_REPLACEMENTS` per worker, fails instead). A worker that exits before it
+is ready usually means the script cannot be imported again: without an ``if __name__ == "__main__":``
+guard, each worker re-runs the whole script; the error says so. A worker whose parent dies (even by
 SIGKILL) exits: a watchdog thread sees the socket hang up, so not even a worker stuck in a user
 function outlives the job.
 """
@@ -43,6 +47,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from concurrent.futures import Future
 from multiprocessing.connection import wait
 from typing import Any
@@ -57,6 +62,9 @@ _READY = -1
 _QUEUED_FRAME_MAX = 64 * 1024
 """A task is sent to a worker still running its previous one (so it never waits for a round trip)
 only if its frame is at most this long: it must fit the socket's buffer (about 200 KiB on Linux)."""
+
+MAX_REPLACEMENTS = 3
+"""Idle deaths replaced per worker slot before the pool gives up and fails (a crash loop is a bug)."""
 
 _PRELOAD = ("numpy", "zephon_core.pipeline")
 """Imported by the fork server before it forks any worker: the kernel's modules and numpy."""
@@ -107,6 +115,26 @@ def _modules_of(fn: Any, depth: int = 2) -> list[str]:
             children = list(vars(obj).values())[:16]
         stack.extend((c, d + 1) for c in children)
     return list(found)
+
+
+def _bootstrap_hint() -> str:
+    """Why a worker may exit before it is ready, naming the script when it lacks a ``__main__`` guard."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    base = "it exited while starting, before it could load its worker function"
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                guarded = "__main__" in f.read()
+        except OSError:
+            guarded = True
+        if not guarded:
+            return (
+                f"{base}. Your script {path} has no `if __name__ == \"__main__\":` guard: every worker process "
+                "imports the script again and re-runs its top level. Put the code that builds and runs the "
+                "pipeline under that guard (or use runner='threads')"
+            )
+    return f"{base} (see the worker's stderr above; a script must guard its top level with `if __name__ == \"__main__\":`)"
 
 
 class RemoteError(Exception):
@@ -216,12 +244,17 @@ class _ProcessExecutor:
         self._pending: collections.deque[tuple[int, Any]] = collections.deque()
         self._futures: dict[int, Future[Any]] = {}
         self._ready: set[int] = set()
+        self._was_ready: set[int] = set()  # workers that loaded their function at least once
         self._busy: dict[int, collections.deque[int]] = {i: collections.deque() for i in range(parallelism)}
         self._dead: set[int] = set()
         self._why: dict[int, str] = {}  # worker index -> why it could not start or load its function
         self._ids = itertools.count()
         self._wake_r, self._wake_w = os.pipe()
         self._closed = False
+        self._fn_msg = fn_msg
+        self._replaced = 0
+        self._target = parallelism  # workers wanted (``resize``); applied by the I/O thread
+        self._retired: set[int] = set()  # slots asked to stop by a shrink: their exit is not a crash
         self._io = threading.Thread(target=self._run, args=(fn_msg,), name=f"zephon-{label}-io", daemon=True)
         self._io.start()
 
@@ -231,7 +264,7 @@ class _ProcessExecutor:
         with self._lock:
             if self._closed:
                 raise RuntimeError("executor is closed")
-            if len(self._dead) == self._n:
+            if self._all_dead():
                 fut.set_exception(self._crash_error(None))
                 return fut
             tid = next(self._ids)
@@ -240,12 +273,31 @@ class _ProcessExecutor:
         os.write(self._wake_w, b"x")
         return fut
 
+    @property
+    def parallelism(self) -> int:
+        return self._target
+
+    def resize(self, parallelism: int) -> None:
+        """Run ``parallelism`` workers from now on (the autotuner's knob; never changes any output).
+
+        Growing starts new workers (forked from the fork server in milliseconds); shrinking retires
+        the newest ones once they finish the tasks they hold. Both happen on the I/O thread.
+        """
+        with self._lock:
+            self._target = max(1, int(parallelism))
+        os.write(self._wake_w, b"x")
+
+    def _all_dead(self) -> bool:
+        return all(i in self._dead or i in self._retired for i in range(len(self._procs)))
+
     def _crash_error(self, idx: int | None) -> WorkerCrashedError:
         if idx is None:
             idx = next(iter(sorted(self._dead)), None)
         proc = self._procs[idx] if idx is not None else None
         code = proc.exitcode if proc is not None else None
         why = self._why.get(idx, "") if idx is not None else ""
+        if not why and idx is not None and idx not in self._was_ready:
+            why = _bootstrap_hint()
         detail = f": {why}" if why else "; see the worker's stderr for the cause"
         return WorkerCrashedError(f"a worker process of operator {self._label!r} died (exit code {code}){detail}")
 
@@ -268,13 +320,7 @@ class _ProcessExecutor:
             for i in range(self._n):
                 if self._closed:
                     return
-                child = self._child_socks[i]
-                proc = self._ctx.Process(
-                    target=_worker_main, args=(child, *self._args), daemon=True, name=f"zephon-{self._label}-{i}"
-                )
-                proc.start()
-                with self._lock:
-                    self._procs[i] = proc
+                self._spawn(i)
             message = Broadcast(fn_msg)
             try:
                 for i in range(self._n):
@@ -289,6 +335,92 @@ class _ProcessExecutor:
                 if child is not None:
                     child.close()
                     self._child_socks[i] = None
+
+    def _spawn(self, i: int) -> None:
+        child = self._child_socks[i]
+        proc = self._ctx.Process(
+            target=_worker_main, args=(child, *self._args), daemon=True, name=f"zephon-{self._label}-{i}"
+        )
+        proc.start()
+        with self._lock:
+            self._procs[i] = proc
+
+    def _replace(self, i: int, code: int | None) -> bool:
+        """Start a new worker in slot ``i`` (its predecessor died holding no task); False if it cannot."""
+        if self._closed or self._replaced >= MAX_REPLACEMENTS * self._n:
+            return False
+        old = self._procs[i]
+        parent, child = socket.socketpair()
+        self._channels[i].close()
+        self._channels[i] = Channel(parent)
+        self._child_socks[i] = child
+        try:
+            self._spawn(i)
+            message = Broadcast(self._fn_msg)
+            try:
+                self._channels[i].send_broadcast(message)
+            finally:
+                message.close()
+        except Exception:
+            return False
+        finally:
+            child.close()
+            self._child_socks[i] = None
+        if old is not None and old.exitcode is not None:
+            old.close()
+        self._replaced += 1
+        with self._lock:
+            self._dead.discard(i)
+        warnings.warn(
+            f"a worker process of operator {self._label!r} died while idle (exit code {code}) and was replaced; "
+            "no task was lost",
+            RuntimeWarning,
+            stacklevel=1,
+        )
+        return True
+
+    def _active(self) -> list[int]:
+        return [i for i in range(len(self._procs)) if i not in self._dead and i not in self._retired]
+
+    def _apply_resize(self) -> None:
+        """Grow or shrink the pool towards ``resize``'s target (I/O thread only)."""
+        active = self._active()
+        if len(active) < self._target:
+            for _ in range(self._target - len(active)):
+                i = len(self._procs)
+                parent, child = socket.socketpair()
+                with self._lock:
+                    self._channels.append(Channel(parent))
+                    self._child_socks.append(child)
+                    self._procs.append(None)
+                    self._busy[i] = collections.deque()
+                try:
+                    self._spawn(i)
+                    message = Broadcast(self._fn_msg)
+                    try:
+                        self._channels[i].send_broadcast(message)
+                    finally:
+                        message.close()
+                except Exception as exc:
+                    self._why[i] = f"it could not be added: {type(exc).__name__}: {exc}"
+                    with self._lock:
+                        self._dead.add(i)
+                finally:
+                    child.close()
+                    self._child_socks[i] = None
+        elif len(active) > self._target:
+            with self._lock:
+                for i in active[self._target :]:
+                    self._retired.add(i)
+                    self._ready.discard(i)
+        for i in sorted(self._retired - self._dead):
+            if not self._busy[i]:  # its last task is answered: ask it to exit
+                with self._lock:
+                    self._dead.add(i)
+                try:
+                    self._channels[i].send(None)
+                except OSError:
+                    pass
 
     def _dispatch(self) -> None:
         """Send pending tasks: first to idle workers, then one more to each busy worker, queued in its
@@ -328,11 +460,17 @@ class _ProcessExecutor:
 
     def _loop(self) -> None:
         while not self._closed:
+            if self._target != len(self._active()) or self._retired - self._dead:
+                self._apply_resize()
             self._dispatch()
             handlers: dict[int, Any] = {self._wake_r: None}
             with self._lock:
                 for i, proc in enumerate(self._procs):
-                    if proc is not None and i not in self._dead:
+                    if proc is None:
+                        continue
+                    if i in self._retired and i in self._dead:  # asked to exit: reap it when it does
+                        handlers[proc.sentinel] = functools.partial(self._on_retired_exit, i)
+                    elif i not in self._dead:
                         handlers[self._channels[i].fileno()] = functools.partial(self._receive, i)
                         handlers[proc.sentinel] = functools.partial(self._on_death, i)
             for ready in wait(list(handlers), timeout=1.0):
@@ -359,7 +497,9 @@ class _ProcessExecutor:
         if tid == _READY:
             if ok:
                 with self._lock:
-                    self._ready.add(i)
+                    if i not in self._retired:
+                        self._ready.add(i)
+                    self._was_ready.add(i)
             else:
                 self._why[i] = f"it could not load its worker function: {value[0]}: {value[1]}"
             return True
@@ -386,6 +526,13 @@ class _ProcessExecutor:
             if not readable or not self._receive(i):
                 return
 
+    def _on_retired_exit(self, i: int) -> None:
+        proc = self._procs[i]
+        if proc is not None:
+            proc.join(timeout=0.1)
+        with self._lock:
+            self._retired.discard(i)  # stays in _dead: the slot is not used again
+
     def _on_death(self, i: int) -> None:
         with self._lock:
             if i in self._dead:
@@ -397,10 +544,14 @@ class _ProcessExecutor:
             proc.join(timeout=0.1)
         self._drain(i)
         with self._lock:
+            idle = not self._busy[i] and i in self._was_ready
+        if idle and self._replace(i, proc.exitcode if proc is not None else None):
+            return
+        with self._lock:
             # the task it held, and any queued behind it (the pipeline stops on the error anyway)
             lost = [self._futures.pop(t) for t in self._busy[i] if t in self._futures]
             self._busy[i].clear()
-            if len(self._dead) == self._n:
+            if self._all_dead():
                 lost += [self._futures.pop(t) for t, _ in self._pending]
                 self._pending.clear()
         err = self._crash_error(i)

@@ -180,7 +180,7 @@ class Stage:
     def _submit(self, msg: Message, emitted: list[Emitted]) -> None:
         """Queue what an accumulator emitted in response to ``msg``; it inherits the message's window."""
         for item in emitted:
-            out = Message(Kind.DATA, msg.lane, msg.window)
+            out = Message(Kind.DATA, msg.lane, msg.window, seq=msg.seq)
             if isinstance(item, Work):
                 if self.executor is None:
                     raise OperatorError(f"operator {self.name!r} emitted work but declares no worker")
