@@ -99,3 +99,27 @@ def test_a_trace_of_worker_tasks_is_valid_chrome_trace_json():
     assert {e["name"] for e in spans} >= {"fetch", "first", "second", "batch"}
     assert all(e["dur"] >= 0 and e["ts"] > 0 for e in spans)
     assert any(e["ph"] == "M" for e in trace["traceEvents"])
+
+
+@pytest.mark.parametrize(
+    ("runner", "says", "never"),
+    [
+        ("processes", "raise its parallelism (now 1 on processes)", "use the processes runner"),
+        ("threads", "use the processes runner if it holds the GIL", "now 1 on processes"),
+        ("inline", "run it on the threads or processes runner", "now 1"),
+    ],
+)
+def test_the_suggestion_follows_the_runner_the_step_is_on(runner, says, never):
+    from zephon_core.runtime.diagnose import diagnose
+
+    stage = {
+        "name": "decode",
+        "runner": runner,
+        "parallelism": 1,
+        "worker_busy": 0.97,
+        "accumulator_busy": 0.01,
+        "input_wait": 0.0,
+    }
+    after = {**stage, "name": "batch", "worker_busy": 0.1, "input_wait": 0.8}
+    d = diagnose({"stages": [stage, after], "consumer": {"wait": 0.8, "batches_per_s": 10.0}})
+    assert d.stage == "decode" and says in d.suggestion and never not in d.suggestion, d.suggestion

@@ -38,6 +38,19 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
+def _raise_workers(s: dict[str, Any]) -> str:
+    """What to change for a stage whose workers are the limit, given the runner it is already on."""
+    runner, n = s.get("runner", ""), s.get("parallelism", 1)
+    now = f" (now {n} on {runner})" if runner else ""
+    if s["name"] == "fetch":
+        return f"read with more threads: fetch(parallelism=...){now}"
+    if runner == "processes":
+        return f"raise its parallelism{now}; if that does not help, the machine's cores are the limit"
+    if runner == "inline":
+        return "run it on the threads or processes runner with parallelism > 1 (inline runs one task at a time)"
+    return f"raise its parallelism{now}, or use the processes runner if it holds the GIL"
+
+
 def diagnose(window: dict[str, Any]) -> Diagnosis:
     """Find the limiting stage from windowed metrics (``zephon_core.runtime.metrics.windowed``)."""
     stages = window["stages"]
@@ -73,11 +86,7 @@ def diagnose(window: dict[str, Any]) -> Diagnosis:
     starving = f"the next stage starves {_pct(evidence['next_stage_input_wait'])} of the time"
     if s["worker_busy"] >= s["accumulator_busy"]:
         reason = f"workers busy {_pct(s['worker_busy'])}, its input waits {_pct(s['input_wait'])}, {starving}"
-        suggestion = (
-            "raise its parallelism or read with more threads (fetch(parallelism=...))"
-            if s["name"] == "fetch"
-            else "raise its parallelism, or use the processes runner if it holds the GIL"
-        )
+        suggestion = _raise_workers(s)
     else:
         reason = f"its serial accumulator is busy {_pct(s['accumulator_busy'])}, {starving}"
         suggestion = "move work from the accumulator into the worker function (the accumulator cannot run in parallel)"

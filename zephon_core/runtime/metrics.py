@@ -161,6 +161,8 @@ def windowed(now: dict[str, Any], then: dict[str, Any] | None) -> dict[str, Any]
         stages.append(
             {
                 "name": s["name"],
+                "runner": s.get("runner", ""),
+                "parallelism": s.get("parallelism", 1),
                 "records_in_per_s": d["records_in"] / dt,
                 "records_out_per_s": d["records_out"] / dt,
                 "tasks_per_s": d["tasks"] / dt,
