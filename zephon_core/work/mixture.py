@@ -9,7 +9,7 @@ lane can jump straight to its chunks without enumerating the others.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import reduce
@@ -84,7 +84,8 @@ class RoundRobinSchedule:
     def counts_at(self, position: int) -> np.ndarray:
         """How many draws each component has had before global ``position``."""
         q, r = divmod(position, self.period)
-        return q * self.a + self.cum[r]
+        counts: np.ndarray = q * self.a + self.cum[r]
+        return counts
 
     def take(self, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Components and per-component draw numbers for global positions ``[start, start+n)``."""
@@ -119,6 +120,9 @@ class PiecewiseRoundRobin:
         weights: sample weights per component.
         sizes: samples per component (one epoch).
         policies: per component, ``"stop"``, ``"repeat"`` or ``"redistribute"``.
+        limits: per component, the draws after which it ends (None: ``sizes``, or never for
+            ``"repeat"``); with a limit, ``policies`` says what its end does (``"stop"`` or
+            ``"redistribute"``). This is how passes are bounded (``max_repeats``, ``stop_after_passes``).
 
     With only ``stop`` and ``repeat`` there is one stretch and the result is exactly
     :class:`RoundRobinSchedule`'s (so the data of those policies is unchanged). When a
@@ -126,7 +130,11 @@ class PiecewiseRoundRobin:
     without it: the others keep their ratios, so its share goes to them in proportion to their weights.
     """
 
-    def __init__(self, weights: list[float], sizes: list[int], policies: list[str]) -> None:
+    def __init__(
+        self, weights: list[float], sizes: list[int], policies: Sequence[str], limits: list[int | None] | None = None
+    ) -> None:
+        if limits is None:
+            limits = [None if p == "repeat" else int(n) for n, p in zip(sizes, policies)]
         self.stretches: list[Stretch] = []
         self.events: list[tuple[int, int, int, str]] = []  # (position, component, draw, policy)
         self.end: int | None = None
@@ -136,14 +144,14 @@ class PiecewiseRoundRobin:
             sch = RoundRobinSchedule([weights[d] for d in alive])
             self.stretches.append(Stretch(start, alive, sch, base))
             due = [
-                (start + sch.position_of_draw(j, int(sizes[d] - base[d])), d)
+                (start + sch.position_of_draw(j, int(lim - base[d])), d)
                 for j, d in enumerate(alive)
-                if policies[d] != "repeat"
+                if (lim := limits[d]) is not None
             ]
             if not due:
                 return
             pos, d = min(due)
-            self.events.append((pos, d, int(sizes[d]), policies[d]))
+            self.events.append((pos, d, int(limits[d] or 0), policies[d]))
             if policies[d] == "stop":
                 self.end = pos
                 return

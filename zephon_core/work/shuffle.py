@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from zephon_core.errors import ConfigError
 from zephon_core.hashing import splitmix64, stable_hash64
 from zephon_core.work.feistel import FeistelPermutation
 from zephon_core.work.permutation import BlockShuffle
+
+_Blocks = TypeVar("_Blocks", np.ndarray, np.int64)  # block numbers: an array of them, or one
 
 ShuffleBlockSize = Literal["shard", "auto", "global"] | int
 """The ``shuffle_block_size`` argument of the work sources."""
@@ -122,7 +124,7 @@ class CrossShardBlocks:
     def _key(self, *parts: object) -> int:
         return stable_hash64("zephon-xshard", self.seed, self.name, *parts)
 
-    def _bounds(self, b: np.ndarray) -> np.ndarray:
+    def _bounds(self, b: _Blocks) -> _Blocks:
         return (b * self.total) // self.n_blocks
 
     def _shard_layout(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -258,14 +260,21 @@ class GlobalShuffle:
 
 
 def locate_draws(
-    orders: list[EpochOrder], sizes: list[int], comp: np.ndarray, draw: np.ndarray
+    orders: list[EpochOrder],
+    sizes: list[int],
+    comp: np.ndarray,
+    draw: np.ndarray,
+    reshuffle: list[bool] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Shard and index of draw ``draw[i]`` (0-based, counted over all epochs) of dataset ``comp[i]``."""
+    """Shard and index of draw ``draw[i]`` (0-based, counted over all epochs) of dataset ``comp[i]``;
+    a dataset whose ``reshuffle`` is False reads every epoch in epoch 0's order."""
     shard = np.empty(len(comp), dtype=np.int64)
     index = np.empty(len(comp), dtype=np.int64)
     for c in np.unique(comp).tolist():
         m = comp == c
         epoch, pos = np.divmod(draw[m], sizes[c])
+        if reshuffle is not None and not reshuffle[c]:
+            epoch = np.zeros_like(epoch)
         s_out = np.empty(len(pos), dtype=np.int64)
         i_out = np.empty(len(pos), dtype=np.int64)
         for e in np.unique(epoch).tolist():

@@ -19,7 +19,14 @@ from zephon_core.errors import CheckpointError, ConfigError
 from zephon_core.work.chunking import DEFAULT_WINDOW_TOKENS, MAX_CHUNK_SIZE, ChunkSize, ChunkSizing, mean_tokens
 from zephon_core.work.contract import BaseWorkSource, Chunk, MixingUnit, Pointer, WorkSource
 from zephon_core.work.dataset import Dataset
-from zephon_core.work.exhaustion import Exhausted, Policy, check_exhaustion, describe_exhaustion
+from zephon_core.work.exhaustion import (
+    Exhausted,
+    Policy,
+    check_exhaustion,
+    check_passes,
+    check_reshuffle,
+    describe_exhaustion,
+)
 from zephon_core.work.ids import sample_id, split_sample_id
 from zephon_core.work.mixture import MixtureSpec, PiecewiseRoundRobin, RoundRobinSchedule
 from zephon_core.work.shuffle import (
@@ -63,6 +70,12 @@ class StaticMixtureWorkSource(ChunkSizing, BaseWorkSource):
             whenever it runs out; ``"redistribute"`` drops a component that runs out and gives its
             share to the others in proportion to their weights. One policy, or a dict per dataset
             (see :mod:`zephon_core.work.exhaustion`; :meth:`exhaustion_report` says who ran out where).
+        max_repeats: passes a ``"repeat"`` dataset may start after its first (an int for all, or a
+            dict for some); after the last it leaves the mixture like ``"redistribute"``.
+        stop_after_passes: the data ends when a dataset would start pass ``n + 1`` (a dict, or an int
+            for all); whichever bound comes first ends the run, and the report says which.
+        reshuffle_on_repeat: each new pass in a fresh order (True, the default) or in the first
+            pass's order (a bool, or a dict per dataset).
         weight_by: ``"samples"``; ``"tokens"``: weights are meant in tokens, turned into sample
             weights with per-dataset tokens-per-sample estimates. The pipeline calibrates those once
             (through an operator that can count tokens, e.g. ``tokenize``) and stores them in its
@@ -81,6 +94,9 @@ class StaticMixtureWorkSource(ChunkSizing, BaseWorkSource):
         shuffle: bool = True,
         shuffle_block_size: ShuffleBlockSize = "auto",
         exhaustion: Policy | Mapping[str, Policy] = "stop",
+        max_repeats: int | Mapping[str, int] | None = None,
+        stop_after_passes: int | Mapping[str, int] | None = None,
+        reshuffle_on_repeat: bool | Mapping[str, bool] = True,
         weight_by: Literal["samples", "tokens"] = "samples",
         tokens_per_sample: Mapping[str, float] | None = None,
         window_tokens: int = DEFAULT_WINDOW_TOKENS,
@@ -98,6 +114,14 @@ class StaticMixtureWorkSource(ChunkSizing, BaseWorkSource):
             )
         self._init_chunking(chunk_size, window_tokens)
         self.policies = check_exhaustion(exhaustion, names)
+        self.max_repeats = check_passes(max_repeats, names, "max_repeats")
+        self.stop_after_passes = check_passes(stop_after_passes, names, "stop_after_passes")
+        self.reshuffle_on_repeat = check_reshuffle(reshuffle_on_repeat, names)
+        for name in self.max_repeats:
+            if self.policies[name] != "repeat":
+                raise ConfigError(
+                    f"max_repeats[{name!r}]: dataset {name!r} does not repeat (exhaustion {self.policies[name]!r})"
+                )
         if weight_by not in ("samples", "tokens"):
             raise ConfigError(f"weight_by must be 'samples' or 'tokens', got {weight_by!r}")
         if not isinstance(seed, int):
@@ -163,9 +187,26 @@ class StaticMixtureWorkSource(ChunkSizing, BaseWorkSource):
     def mixing(self) -> PiecewiseRoundRobin:
         """The interleaving with the exhaustion policies applied (one round robin per stretch)."""
         if self._mixing is None:
-            policies = [self.policies[d.name] for d in self.datasets]
-            self._mixing = PiecewiseRoundRobin(self.sample_weights(), [d.num_samples for d in self.datasets], policies)
+            policies, limits = self._limits()
+            sizes = [d.num_samples for d in self.datasets]
+            self._mixing = PiecewiseRoundRobin(self.sample_weights(), sizes, policies, limits)
         return self._mixing
+
+    def _limits(self) -> tuple[list[str], list[int | None]]:
+        """Per dataset: the draws after which it ends (None: never) and what its end does."""
+        policies: list[str] = []
+        limits: list[int | None] = []
+        for d in self.datasets:
+            policy, n = self.policies[d.name], d.num_samples
+            limit: int | None = None if policy == "repeat" else n
+            if d.name in self.max_repeats:
+                policy, limit = "redistribute", n * (1 + self.max_repeats[d.name])
+            passes = self.stop_after_passes.get(d.name)
+            if passes is not None and (limit is None or n * passes <= limit):
+                policy, limit = "stop", n * passes
+            policies.append(policy)
+            limits.append(limit)
+        return policies, limits
 
     @property
     def end_position(self) -> int | None:
@@ -175,7 +216,15 @@ class StaticMixtureWorkSource(ChunkSizing, BaseWorkSource):
     def exhaustion_report(self, lanes: Iterable[int] | None = None) -> list[Exhausted]:
         """Which dataset ran out at which draw (global positions: the same for every lane)."""
         return [
-            Exhausted(None, self.datasets[d].name, draw, pos, pos // self.chunk_size, policy)
+            Exhausted(
+                None,
+                self.datasets[d].name,
+                draw,
+                pos,
+                pos // self.chunk_size,
+                policy,
+                max(1, draw // max(1, self.datasets[d].num_samples)),
+            )
             for pos, d, draw, policy in self.mixing.events
         ]
 
@@ -195,7 +244,8 @@ class StaticMixtureWorkSource(ChunkSizing, BaseWorkSource):
         if stop <= start:
             return None
         comp, draw = self.mixing.take(start, stop - start)
-        shard, index = locate_draws(self._orders, [d.num_samples for d in self.datasets], comp, draw)
+        reshuffle = [self.reshuffle_on_repeat[d.name] for d in self.datasets]
+        shard, index = locate_draws(self._orders, [d.num_samples for d in self.datasets], comp, draw, reshuffle)
         return Chunk(number, comp.astype(np.int32), shard, index)
 
     # -- identity and state -----------------------------------------------------------------
@@ -210,8 +260,21 @@ class StaticMixtureWorkSource(ChunkSizing, BaseWorkSource):
             "shuffle": self.shuffle,
             "shuffle_block_size": describe_block_size(self.shuffle_block_size),
             "exhaustion": self.exhaustion,
+            **self._describe_passes(),
             "weight_by": self.weight_by,
         }
+
+    def _describe_passes(self) -> dict[str, Any]:
+        """Pass bounds in the fingerprint, only when set (so earlier checkpoints keep their fingerprint)."""
+        out: dict[str, Any] = {}
+        if self.max_repeats:
+            out["max_repeats"] = dict(self.max_repeats)
+        if self.stop_after_passes:
+            out["stop_after_passes"] = dict(self.stop_after_passes)
+        fixed = sorted(n for n, v in self.reshuffle_on_repeat.items() if not v)
+        if fixed:
+            out["same_order_every_pass"] = fixed
+        return out
 
     def state_dict(self) -> dict[str, Any]:
         """Nothing changes during a run: positions live per lane, token estimates in the pipeline."""
