@@ -37,6 +37,7 @@ _EXPORTS = {
     "Emit": "zephon_core.ops.stateful",
     "take_sources": "zephon_core.ops.stateful",
     "hookimpl": "zephon_core.hookspecs",
+    "PLUGIN_CONTRACT": "zephon_core.hookspecs",
     "hash_arrays": "zephon_core.hashing",
     "hash_global_batch": "zephon_core.hashing",
     "ZephonError": "zephon_core.errors",
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
         ZephonError,
     )
     from zephon_core.hashing import hash_arrays, hash_global_batch
-    from zephon_core.hookspecs import hookimpl
+    from zephon_core.hookspecs import PLUGIN_CONTRACT, hookimpl
     from zephon_core.ops.contract import Accumulator, Operator, Records, Traits, Work
     from zephon_core.ops.stateful import Emit, take_sources
     from zephon_core.pipeline import Options, Pipeline

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from zephon_core.hookspecs import ReaderRegister, Register, hookimpl
 
+ZEPHON_CONTRACT = (1, 0)
+"""Checked like any plugin's (so the check itself runs on every manager)."""
+
 
 @hookimpl
 def zephon_register_operators(register: Register) -> None:

@@ -34,6 +34,23 @@ PROJECT = "zephon"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+PLUGIN_CONTRACT: tuple[int, int] = (1, 0)
+"""The plugin contract this kernel implements, ``(major, minor)``: these hooks, the ``register``
+callbacks and the operator, reader and runner protocols that plugins build on.
+
+A plugin declares the contract it was built for with a module (or class) attribute next to its
+hooks, a literal rather than a copy of this value::
+
+    ZEPHON_CONTRACT = (1, 0)
+
+The kernel loads a plugin whose major equals its own and whose minor is not newer (a minor release
+only adds), and refuses any other with an error naming the plugin's distribution and both
+contracts. A plugin that declares nothing is loaded as before. The major changes only when a
+plugin written for the previous one may break; ``zephon-core`` then moves to a new minor version
+range (``0.1`` to ``0.2`` before 1.0), which plugins pin in their dependencies
+(``zephon-core>=0.1,<0.2``), so pip rarely lets it come to this error.
+"""
+
 Factory: TypeAlias = Callable[..., Any] | str
 """A callable, or a lazy ``"module:attr"`` string naming one (imported only when first used)."""
 

@@ -44,6 +44,51 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
 }
 """First-party names, so a missing plugin's error can say which package to install."""
 
+CONTRIB: frozenset[str] = frozenset({"zephon-demo", "zephon-ray", "zephon-torch"})
+"""First-party distributions kept under ``contrib/`` of the repository (the others are under ``plugins/``)."""
+
+
+def install_hint(package: str) -> str:
+    """How to install a first-party distribution: from the package index, or from a checkout."""
+    folder = "contrib" if package in CONTRIB else "plugins"
+    return (
+        f"it is provided by the distribution {package}: install it with `pip install {package}` "
+        f"(once published), or from a checkout of the zephon repository with `pip install -e {folder}/{package}`"
+    )
+
+
+def check_contract(plugin: object, package: str, version: str) -> None:
+    """Refuse a plugin built for a plugin contract this kernel does not implement.
+
+    The plugin declares ``ZEPHON_CONTRACT = (major, minor)`` (see
+    :data:`~zephon_core.hookspecs.PLUGIN_CONTRACT`); one that declares nothing is accepted.
+
+    Raises:
+        PluginError: the declaration is malformed, its major differs from the kernel's, or its
+            minor is newer; the message names the distribution and both contracts.
+    """
+    declared = getattr(plugin, "ZEPHON_CONTRACT", None)
+    if declared is None:
+        return
+    from zephon_core import __version__
+
+    kernel = hookspecs.PLUGIN_CONTRACT
+    who = f"{package} {version}" if version != "unknown" else package
+    if not (
+        isinstance(declared, tuple)
+        and len(declared) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in declared)
+    ):
+        raise PluginError(f"plugin {who}: ZEPHON_CONTRACT must be a (major, minor) tuple of ints, not {declared!r}")
+    if declared[0] != kernel[0] or declared[1] > kernel[1]:
+        major, minor = declared
+        raise PluginError(
+            f"plugin {who} was built for plugin contract {major}.{minor}, but zephon-core {__version__} implements "
+            f"contract {kernel[0]}.{kernel[1]} (it loads plugins built for {kernel[0]}.0 to {kernel[0]}.{kernel[1]}); "
+            f"install a release of {package} built for contract {kernel[0]}.x, or a zephon-core that implements "
+            f"{major}.{minor}, or uninstall {package}"
+        )
+
 
 def load_object(ref: Any) -> Any:
     """Resolve a lazy ``"module:attr"`` reference (or return a non-string as is)."""
@@ -107,7 +152,7 @@ class Registry:
             installed = ", ".join(self.names(kind)) or "none"
             msg = f"no {kind} named {name!r} is installed (installed: {installed})"
             if hint:
-                msg += f"; install it with: pip install {hint}"
+                msg += f"; {install_hint(hint)}"
             raise PluginError(msg)
         return reg
 
@@ -258,8 +303,8 @@ class ZephonPluginManager:
         self._packages[id(_builtins)] = ("zephon-core", __version__)
         if load_entrypoints:
             for ep in entrypoint_plugins():
-                self.register_plugin(ep.plugin, name=ep.name)
                 self._packages[id(ep.plugin)] = (ep.package, ep.version)
+                self.register_plugin(ep.plugin, name=ep.name)
         for p in plugins or []:
             self.register_plugin(p)
         self._check_names()
@@ -267,7 +312,11 @@ class ZephonPluginManager:
         self._collect()
 
     def register_plugin(self, plugin: object, name: str | None = None) -> None:
-        """Register a plugin object with pluggy (before the registry is collected, i.e. in ``__init__``)."""
+        """Register a plugin object with pluggy (before the registry is collected, i.e. in ``__init__``).
+
+        A plugin built for another plugin contract (its ``ZEPHON_CONTRACT``) is refused here.
+        """
+        check_contract(plugin, *self._package_of(plugin))
         try:
             self.pm.register(plugin, name=name)
         except (ValueError, pluggy.PluginValidationError) as exc:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from zephon_core.hookspecs import Register, hookimpl
 
+ZEPHON_CONTRACT = (1, 0)
+"""The zephon plugin contract this plugin is built for (the kernel refuses an incompatible one)."""
+
 
 @hookimpl
 def zephon_register_runners(register: Register) -> None:

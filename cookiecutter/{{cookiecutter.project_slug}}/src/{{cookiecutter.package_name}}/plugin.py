@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from zephon_core.hookspecs import {% if cookiecutter.kind == 'operator' %}Register{% else %}ReaderRegister{% endif %}, hookimpl
 
+ZEPHON_CONTRACT = (1, 0)
+"""The zephon plugin contract this plugin is built for (the kernel refuses an incompatible one)."""
+
 
 {% if cookiecutter.kind == 'operator' -%}
 @hookimpl

@@ -6,6 +6,9 @@ from typing import Any
 
 from zephon_core.hookspecs import hookimpl
 
+ZEPHON_CONTRACT = (1, 0)
+"""The zephon plugin contract this plugin is built for (the kernel refuses an incompatible one)."""
+
 
 @hookimpl
 def zephon_register_operators(register: Any) -> None:

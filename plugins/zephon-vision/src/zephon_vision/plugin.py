@@ -10,6 +10,10 @@ from typing import Any
 
 from zephon_core.hookspecs import hookimpl
 
+ZEPHON_CONTRACT = (1, 0)
+"""The zephon plugin contract this plugin is built for (the kernel refuses an incompatible one)."""
+
+
 OPERATORS = {
     "decode_image": ("zephon_vision.decode:DecodeImage", "JPEG/PNG/WebP bytes -> HWC uint8 (EXIF orientation, mode, skip bad images)"),
     "resize": ("zephon_vision.geometry:Resize", "resize an HWC image (shorter side or exact size; Pillow filters)"),
