@@ -29,7 +29,7 @@ from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
 from zephon_core.runtime.metrics import timed, windowed
 from zephon_core.runtime.replay import LaneStart
 from zephon_core.runtime.reporter import MIN_INTERVAL_S, MetricsReporter, start_reporter
-from zephon_core.runtime.runners import Executor
+from zephon_core.runtime.runners import Executor, Runner
 from zephon_core.runtime.types import SampleBatch
 from zephon_core.work.contract import Pointer, WorkSource, check_work_source, pointer_of, source_info
 from zephon_core.work.ids import CHUNK_BITS, dataset_of, split_sample_id
@@ -41,14 +41,18 @@ from zephon_core.work.steering import LeadGate, effect_chunks
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """Run options. Only ``lanes`` and ``flush_every_k_chunks`` change the data (they are in the
-    fingerprint); rank, world size, runner, queue depth and timeouts are free to change between runs.
+    """Run options. Only ``lanes``, ``flush_every_k_chunks`` and ``lane_assignment``/``lane_seed`` change
+    the data (they are in the fingerprint); rank, world size, runner, queue depth and timeouts are free
+    to change between runs. ``lane_assignment="permute"`` deals each round of chunks to the lanes by a
+    permutation seeded with ``lane_seed`` instead of chunk ``g`` to lane ``g mod lanes`` (see
+    :mod:`zephon_core.work.lanes`).
 
     ``timeout_s`` is the default limit for one task of every step that does not set its own (None:
     no limit); fetch defaults to :data:`~zephon_core.runtime.fetch.FETCH_TIMEOUT_S`.
     ``autotune=True`` lets the pipeline raise the parallelism of whichever step limits throughput
     while it runs, within ``cpu_budget`` workers in all steps together (default: one per step plus one
-    per CPU, so that even a small machine has room to move); the data is the same whatever it chooses. ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
+    per CPU, so that even a small machine has room to move); the data is the same whatever it chooses.
+    ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
     read in groups of at most 1/32 of it), so large records do not multiply memory by queue depths.
 
     Observability (none of it changes the data): ``trace`` records worker task spans for
@@ -74,6 +78,8 @@ class Options:
     metrics_every_s: float = 10.0
     manifest: str | os.PathLike[str] | None = None
     manifest_every_steps: int = GROUP_STEPS
+    lane_assignment: str = "modulo"
+    lane_seed: int = 0
 
     def validate(self) -> None:
         check_timeout(self.timeout_s, "option")
@@ -111,7 +117,7 @@ class Options:
 
     def layout(self) -> LaneLayout:
         """The lanes and this rank's share of them (validated)."""
-        return LaneLayout(self.lanes, self.dp_world_size, self.dp_rank)
+        return LaneLayout(self.lanes, self.dp_world_size, self.dp_rank, self.lane_assignment, self.lane_seed)
 
 
 Step = FetchStage | Operator | BatchSpec
@@ -312,6 +318,7 @@ class Pipeline:
             "operators": [step.describe() for step in self.operators],
             "lanes": self._opts.lanes,
             "flush_every_k_chunks": self._opts.flush_every_k_chunks,
+            **({"lane_assignment": d} if (d := self._opts.layout().describe()) is not None else {}),
         }
 
     def _validate(self) -> BatchSpec:
@@ -368,8 +375,8 @@ class Pipeline:
         lanes, k = self._opts.lanes, self._opts.flush_every_k_chunks
         active = self._active
         if active is None or (getattr(active, "num_lanes", lanes), getattr(active, "flush_every", k)) != (lanes, k):
-            self._active = self._configure(self.source, self.calibrate())
-        return self._active
+            active = self._active = self._configure(self.source, self.calibrate())
+        return active
 
     def _configure(self, source: WorkSource, estimates: dict[str, float] | None) -> WorkSource:
         """``source`` as this pipeline runs it: with the frozen token estimates when it uses them, and
@@ -379,6 +386,12 @@ class Pipeline:
             source = source.with_token_estimates(estimates)
         lanes = getattr(source, "with_lanes", None)
         if callable(lanes):
+            if self._opts.lane_assignment != "modulo":
+                raise ConfigError(
+                    f"option lane_assignment={self._opts.lane_assignment!r}: {type(source).__name__} draws each "
+                    "lane's data from the lane's own stream, so there is no chunk order to deal out; use it "
+                    "with StaticMixtureWorkSource"
+                )
             source = lanes(self._opts.lanes)
         window = getattr(source, "with_window", None)
         if callable(window):
@@ -411,7 +424,7 @@ class Pipeline:
         fn = plan.spec.worker()
         if fn is None:
             raise PluginError(f"operator {plan.spec.name!r} declares a worker but worker() returned None")
-        runner = self.plugins.registry.get("runner", plan.runner).load()()
+        runner: Runner = self.plugins.registry.get("runner", plan.runner).load()()
         return runner.start(timed(fn), plan.parallelism, plan.spec.name)
 
     def describe_samples(self, lineage: list[Lineage]) -> str:
@@ -789,8 +802,9 @@ class Pipeline:
     def _checkpoint_skips(self, state: Mapping[str, Any]) -> tuple[list[dict[str, int]], int]:
         """The skip log and pending skip of a checkpoint (checkpoints before issue 12 have neither)."""
         raw = state.get("skipped_steps") or {"log": [], "pending": 0}
-        log = raw.get("log") if isinstance(raw, Mapping) else None
-        pending = raw.get("pending") if isinstance(raw, Mapping) else None
+        # JSON from the checkpoint: any shape until the checks below
+        log: Any = raw.get("log") if isinstance(raw, Mapping) else None
+        pending: Any = raw.get("pending") if isinstance(raw, Mapping) else None
 
         def count(v: Any) -> bool:
             return isinstance(v, int) and not isinstance(v, bool) and v >= 0

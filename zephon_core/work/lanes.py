@@ -1,6 +1,11 @@
 """Lanes: how the global chunk sequence is split into fixed logical streams, and which a rank owns.
 
-Chunk ``g`` belongs to lane ``g mod L`` and is that lane's ``g div L``-th chunk. The number of lanes
+Chunk ``g`` belongs to lane ``g mod L`` and is that lane's ``g div L``-th chunk (``assignment="modulo"``).
+With ``assignment="permute"`` each round of ``L`` consecutive chunks is dealt to the lanes by a seeded
+permutation drawn afresh per round, so a lane does not always take the same position of the round:
+a source whose chunks have a period that divides ``L`` (say, a mixture that alternates two kinds of
+chunk) would otherwise give every lane one kind only. Either way a lane's ``k``-th chunk is computed
+directly, with no state. The number of lanes
 ``L`` is part of the data (it is in the fingerprint); the data-parallel world size is not, as long as
 it divides ``L``: rank ``r`` of ``W`` owns the contiguous lanes ``[r·L/W, (r+1)·L/W)``. Every piece
 of code that maps chunks to lanes or lanes to ranks goes through :class:`LaneLayout`, so the rule
@@ -9,14 +14,27 @@ lives in one place.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from zephon_core.errors import ConfigError
 
 
 def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+ASSIGNMENTS = ("modulo", "permute")
+
+
+@functools.lru_cache(maxsize=4096)
+def _round_permutation(num_lanes: int, seed: int, round_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """Round ``round_index``'s deal: ``slot[lane]`` (the chunk's place in the round) and its inverse."""
+    slot = np.random.default_rng((seed & (2**63 - 1), round_index, 0x1A4E)).permutation(num_lanes)
+    return slot, np.argsort(slot)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +47,15 @@ class LaneLayout:
     num_lanes: int
     world_size: int = 1
     rank: int = 0
+    assignment: str = "modulo"
+    seed: int = 0
 
     def __post_init__(self) -> None:
         L, W = self.num_lanes, self.world_size
+        if self.assignment not in ASSIGNMENTS:
+            raise ConfigError(f"option lane_assignment must be one of {list(ASSIGNMENTS)}, got {self.assignment!r}")
+        if not _is_int(self.seed):
+            raise ConfigError(f"option lane_seed must be an int, got {self.seed!r}")
         if not _is_int(L) or L < 1:
             raise ConfigError(f"option lanes must be an int >= 1, got {L!r}")
         if not _is_int(W) or W < 1:
@@ -63,16 +87,26 @@ class LaneLayout:
 
     def chunk(self, lane: int, local_index: int) -> int:
         """Global chunk number of the ``local_index``-th chunk of ``lane``."""
-        return local_index * self.num_lanes + lane
+        if self.assignment == "modulo":
+            return local_index * self.num_lanes + lane
+        slot, _ = _round_permutation(self.num_lanes, self.seed, local_index)
+        return local_index * self.num_lanes + int(slot[lane])
 
     def locate(self, chunk: int) -> tuple[int, int]:
         """``(lane, local_index)`` of global chunk ``chunk``."""
-        local, lane = divmod(chunk, self.num_lanes)
-        return lane, local
+        local, place = divmod(chunk, self.num_lanes)
+        if self.assignment == "modulo":
+            return place, local
+        _, lane_at = _round_permutation(self.num_lanes, self.seed, local)
+        return int(lane_at[place]), local
+
+    def describe(self) -> dict[str, object] | None:
+        """The fingerprint entry: None for the default (so earlier checkpoints keep their fingerprint)."""
+        return None if self.assignment == "modulo" else {"mode": self.assignment, "seed": self.seed}
 
     def with_rank(self, rank: int, world_size: int) -> LaneLayout:
         """The same lanes seen from another rank of another world size (validated)."""
-        return LaneLayout(self.num_lanes, world_size, rank)
+        return LaneLayout(self.num_lanes, world_size, rank, self.assignment, self.seed)
 
     def _check_lane(self, lane: int) -> None:
         if not _is_int(lane) or not 0 <= lane < self.num_lanes:
