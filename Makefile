@@ -28,3 +28,14 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV)
+	$(BIN)/mypy
+.PHONY: typecheck docs
+
+# mypy --strict over the kernel (settings in pyproject.toml, [tool.mypy]).
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# The documentation site (mkdocs.yml) into site/; tests/test_docs_site.py builds it with --strict.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+

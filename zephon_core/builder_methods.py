@@ -52,6 +52,7 @@ def make_method(name: str, factory: Any, apply: Callable[..., Any], returns: Any
     doc = inspect.getdoc(factory) or ""
     init_doc = inspect.getdoc(getattr(factory, "__init__", None)) if inspect.isclass(factory) else None
     method.__doc__ = "\n\n".join(d for d in (doc, init_doc) if d and d != inspect.getdoc(object.__init__))
+    # functions take any attribute; inspect.signature() reads this one
     method.__signature__ = sig.replace(return_annotation=returns)  # type: ignore[attr-defined]
-    method.__wrapped__ = factory  # type: ignore[attr-defined]
+    method.__wrapped__ = factory
     return method

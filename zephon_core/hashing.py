@@ -30,7 +30,8 @@ def hash_arrays(arrays: Mapping[str, np.ndarray], h: Any = None) -> str:
         h.update(arr.dtype.str.encode())
         h.update(repr(arr.shape).encode())
         h.update(np.ascontiguousarray(arr).tobytes())
-    return h.hexdigest()
+    digest: str = h.hexdigest()
+    return digest
 
 
 def hash_global_batch(batches: Iterable[Any]) -> str:
@@ -65,7 +66,8 @@ def splitmix64(x: np.ndarray | int) -> np.ndarray:
     with np.errstate(over="ignore"):
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
+    out: np.ndarray = z ^ (z >> np.uint64(31))
+    return out
 
 
 def _splitmix64_int(x: int) -> int:
@@ -86,7 +88,8 @@ def uniforms(key: int, ids: Sequence[int] | np.ndarray) -> np.ndarray:
     ids = np.asarray(ids, dtype=np.uint64)
     with np.errstate(over="ignore"):
         z = splitmix64(ids ^ np.uint64(key & _M64))
-    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+    out: np.ndarray = (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+    return out
 
 
 def _feed(h: Any, obj: Any) -> None:

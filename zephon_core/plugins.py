@@ -17,12 +17,15 @@ import importlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pluggy
 
 from zephon_core import hookspecs
 from zephon_core.errors import ConfigError, PluginError, ReaderError
+
+if TYPE_CHECKING:
+    from zephon_core.work.readers import Reader
 
 Kind = Literal["reader", "operator", "runner", "demo"]
 KINDS: tuple[Kind, ...] = ("reader", "operator", "runner", "demo")
@@ -198,8 +201,8 @@ class Registry:
             raise ReaderError(f"{path!r} looks like several formats {matches}; pass format= to choose one")
         return matches[0]
 
-    def make_reader(self, fmt: str, path: str, **options: Any) -> Any:
-        factory = self.get("reader", fmt).load()
+    def make_reader(self, fmt: str, path: str, **options: Any) -> Reader:
+        factory: Callable[..., Reader] = self.get("reader", fmt).load()
         try:
             return factory(path, **options)
         except TypeError as exc:
@@ -345,12 +348,13 @@ class ZephonPluginManager:
             raise PluginError(str(exc)) from exc
 
     def _collect(self) -> None:
-        for kind, hook in (
+        hooks: tuple[tuple[Kind, Any], ...] = (
             ("reader", self.pm.hook.zephon_register_readers),
             ("operator", self.pm.hook.zephon_register_operators),
             ("runner", self.pm.hook.zephon_register_runners),
             ("demo", self.pm.hook.zephon_register_demos),
-        ):
+        )
+        for kind, hook in hooks:
             for impl in hook.get_hookimpls():
                 package, version = self._package_of(impl.plugin)
                 impl.function(register=self._registrar(kind, package, version))

@@ -386,7 +386,7 @@ def format_table(result: ProfileResult) -> str:
         "p90 ms",
         "p99 ms",
     ]
-    body = []
+    body: list[list[str]] = []
     for s in result.stages():
         lat = s["latency_ms"]
         body.append(
@@ -404,7 +404,10 @@ def format_table(result: ProfileResult) -> str:
             ]
         )
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-    fmt = lambda r: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))  # noqa: E731
+
+    def fmt(r: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
     c = result.window.get("consumer", {})
     lines = [
         f"profiled {result.batches} microbatches ({result.rows:,} rows) in {result.seconds:.1f} s after the first"

@@ -15,7 +15,7 @@ Names are imported lazily so the pytest plugin that ships with the kernel stays 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "OperatorConformance": "zephon_core.conformance.operators",
@@ -36,3 +36,10 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(mod), name)
+
+
+if TYPE_CHECKING:
+    from zephon_core.conformance.operators import OperatorConformance
+    from zephon_core.conformance.pytest_plugin import get_zephon_plugins
+    from zephon_core.conformance.readers import ReaderConformance
+    from zephon_core.conformance.rules import RULES, Capabilities, ReaderCapabilities

@@ -26,6 +26,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -126,7 +127,7 @@ class Subject:
     def builder(self, **kw: Any) -> Callable[[int], Pipeline]:
         return lambda parallelism: self.pipeline(parallelism, **kw)
 
-    def input_records(self):  # records as the operator under test receives them
+    def input_records(self) -> Records:  # records as the operator under test receives them
         recs = records_from(self.records, chunk_size=CHUNK)
         return run_chain([up() for up in self.upstream], recs) if self.upstream else recs
 
@@ -197,18 +198,24 @@ class OperatorConformance(SuiteBase):
         return samples.perturb
 
     @pytest.fixture
-    def subject(self, operator_factory, sample_records, upstream, capabilities) -> Subject:
+    def subject(
+        self,
+        operator_factory: OperatorFactory,
+        sample_records: list[dict[str, Any]],
+        upstream: list[Callable[[], Operator]],
+        capabilities: Capabilities,
+    ) -> Subject:
         return Subject(operator_factory, list(sample_records), list(upstream), capabilities)
 
     @pytest.fixture
-    def baseline(self, subject) -> list[str]:
+    def baseline(self, subject: Subject) -> list[str]:
         hashes = _run(subject, runner="inline")
         assert len(hashes) >= 8, "the sample input must give at least 8 global steps; give more sample_records"
         return hashes
 
     # -- rule 1: the worker is a pure function ----------------------------------------------------
     @pytest.mark.parametrize("parallelism", [3, 8])
-    def test_parallelism_does_not_change_output(self, subject, baseline, parallelism):
+    def test_parallelism_does_not_change_output(self, subject: Subject, baseline: list[str], parallelism: int) -> None:
         got = _run(subject, runner="threads", parallelism=parallelism)
         assert got == baseline, (
             f"{rule(1)} global batches differ between inline parallelism 1 and threads parallelism {parallelism} "
@@ -216,7 +223,7 @@ class OperatorConformance(SuiteBase):
         )
 
     @pytest.mark.parametrize("runner", ["threads", "processes"])
-    def test_runner_does_not_change_output(self, subject, baseline, runner):
+    def test_runner_does_not_change_output(self, subject: Subject, baseline: list[str], runner: str) -> None:
         if runner == "processes" and not subject.caps.processes:
             pytest.skip("operator does not claim the processes runner (Capabilities.processes=False)")
         got = _run(subject, runner=runner, parallelism=2)
@@ -225,7 +232,7 @@ class OperatorConformance(SuiteBase):
             f"({_first_difference(baseline, got)}): the worker depends on its process, module state or timing"
         )
 
-    def test_worker_pickles(self, subject):
+    def test_worker_pickles(self, subject: Subject) -> None:
         op = subject.make()
         if not op.traits.has_worker:
             pytest.skip("operator has no worker")
@@ -239,20 +246,22 @@ class OperatorConformance(SuiteBase):
         recs = subject.input_records()
         d1, d2 = Driver(op), Driver(subject.make())
         d2.worker = clone
-        groups = [*split(recs, [CHUNK] * (len(recs) // CHUNK + 1)), FLUSH]
+        groups: list[Records | str] = [*split(recs, [CHUNK] * (len(recs) // CHUNK + 1)), FLUSH]
         a, b = d1.feed(0, groups), d2.feed(0, groups)
         assert a.digests == b.digests, f"{rule(1)} a pickled copy of the worker computes different output"
 
     # -- rule 2: state is per lane and plain data -------------------------------------------------
     @pytest.mark.parametrize("world_size", [2, 4])
-    def test_world_size_does_not_change_global_batches(self, subject, baseline, world_size):
+    def test_world_size_does_not_change_global_batches(
+        self, subject: Subject, baseline: list[str], world_size: int
+    ) -> None:
         got = _run(subject, runner="threads", world_size=world_size, parallelism=2)
         assert got == baseline, (
             f"{rule(2)} global batches differ between 1 and {world_size} ranks over {LANES} lanes "
             f"({_first_difference(baseline, got)})"
         )
 
-    def test_lane_purity(self, subject):
+    def test_lane_purity(self, subject: Subject) -> None:
         recs = subject.input_records()
         half = len(recs) // 2
         lane0 = split(recs, [half])[0]
@@ -274,7 +283,7 @@ class OperatorConformance(SuiteBase):
             f"({_first_difference(alone.digests, got.digests)}): keep state per lane (a fresh accumulator per lane)"
         )
 
-    def test_state_and_config_are_json(self, subject):
+    def test_state_and_config_are_json(self, subject: Subject) -> None:
         op = subject.make()
         try:
             config = op.config()
@@ -295,7 +304,7 @@ class OperatorConformance(SuiteBase):
             assert json.loads(text) == state, f"{rule(2)} accumulator state does not survive a JSON round trip"
 
     # -- rule 3: randomness comes from the data ---------------------------------------------------
-    def test_no_dependence_on_global_random_state(self, subject, baseline):
+    def test_no_dependence_on_global_random_state(self, subject: Subject, baseline: list[str]) -> None:
         runner = "processes" if subject.caps.processes else "threads"
         saved = os.environ.get("PYTHONHASHSEED")
         results = []
@@ -316,7 +325,7 @@ class OperatorConformance(SuiteBase):
                 f"({_first_difference(baseline, got)}): derive randomness by hashing (seed, lane, record key)"
             )
 
-    def test_fresh_interpreters_agree(self, subject, baseline, tmp_path):
+    def test_fresh_interpreters_agree(self, subject: Subject, baseline: list[str], tmp_path: Path) -> None:
         if not subject.caps.subprocess_factory:
             pytest.skip("operator factory cannot be rebuilt in a fresh interpreter (Capabilities.subprocess_factory)")
         module_name = getattr(subject.factory, "__module__", None) or getattr(
@@ -360,7 +369,7 @@ class OperatorConformance(SuiteBase):
             )
 
     # -- rule 4: a flush resets the lane ------------------------------------------------------------
-    def test_flush_resets_lane(self, subject):
+    def test_flush_resets_lane(self, subject: Subject) -> None:
         op = subject.make()
         if not (subject.caps.resets_on_flush and op.traits.resets_on_flush):
             pytest.skip("operator does not reset at flush sentinels (batch keeps rows across windows by design)")
@@ -379,7 +388,7 @@ class OperatorConformance(SuiteBase):
         )
 
     # -- rule 5: lineage is exact and conserved ---------------------------------------------------
-    def test_lineage_is_conserved(self, subject):
+    def test_lineage_is_conserved(self, subject: Subject) -> None:
         recs = subject.input_records()
         out = Driver(subject.make()).feed(0, _windowed(recs))
         given = {sid for lin in recs.lineage for sid in lin} | {sid for lin in recs.dropped for sid in lin}
@@ -393,7 +402,9 @@ class OperatorConformance(SuiteBase):
             f"(e.g. sample ids {sorted(lost)[:5]}): a filter must emit a tombstone (Records.dropped)"
         )
 
-    def test_lineage_is_exact(self, subject, perturb_payload):
+    def test_lineage_is_exact(
+        self, subject: Subject, perturb_payload: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> None:
         """Each output's lineage names exactly the inputs whose data it holds, checked from outside.
 
         An operator is a black box, so "input X contributed to output Y" is tested by changing X:
@@ -476,7 +487,7 @@ class OperatorConformance(SuiteBase):
         )
 
     # -- rule 6: grouping does not matter ---------------------------------------------------------
-    def test_grouping_does_not_change_output(self, subject):
+    def test_grouping_does_not_change_output(self, subject: Subject) -> None:
         recs = subject.input_records()
         n = len(recs)
         rng = np.random.default_rng(5)
@@ -490,7 +501,7 @@ class OperatorConformance(SuiteBase):
         results = {}
         for name, sizes in layouts.items():
             first, second = split(recs, [flush_at])[:2]
-            groups = [*split(first, sizes), FLUSH, *split(second, sizes), FLUSH]
+            groups: list[Records | str] = [*split(first, sizes), FLUSH, *split(second, sizes), FLUSH]
             results[name] = Driver(subject.make()).feed(0, groups)
         ref = results["one group"]
         for name, out in results.items():
@@ -500,7 +511,7 @@ class OperatorConformance(SuiteBase):
             )
 
     # -- rule 7: resume equals the uninterrupted run ----------------------------------------------
-    def test_resume_from_every_cut_point(self, subject, baseline):
+    def test_resume_from_every_cut_point(self, subject: Subject, baseline: list[str]) -> None:
         lanes = 2
         full = run_global(subject.builder(), lanes=lanes, flush_every=FLUSH_EVERY, runner="inline")
         window = CHUNK * FLUSH_EVERY  # global steps per window when one record makes one row
@@ -517,7 +528,7 @@ class OperatorConformance(SuiteBase):
             )
 
     @pytest.mark.parametrize(("before", "after"), [(2, 4), (4, 1), (2, 1)])
-    def test_resume_on_another_world_size(self, subject, baseline, before, after):
+    def test_resume_on_another_world_size(self, subject: Subject, baseline: list[str], before: int, after: int) -> None:
         for cut in sorted({1, len(baseline) // 3, (2 * len(baseline)) // 3}):
             first = run_global(
                 subject.builder(), lanes=LANES, world_size=before, flush_every=FLUSH_EVERY, runner="threads", steps=cut
@@ -537,10 +548,12 @@ class OperatorConformance(SuiteBase):
                 f"global batches differ ({_first_difference(baseline, got)})"
             )
 
-    def test_differential_random_pipelines(self, subject, request):
+    def test_differential_random_pipelines(self, subject: Subject, request: pytest.FixtureRequest) -> None:
         """Hypothesis: random pipelines around the operator, random topology, runner and cut point."""
-        hypothesis = pytest.importorskip("hypothesis")
-        st = hypothesis.strategies
+        pytest.importorskip("hypothesis")
+        import hypothesis
+        from hypothesis import strategies as st
+
         from zephon_core.ops.mapping import MapTransform
         from zephon_core.ops.shuffle import Shuffle
 

@@ -25,7 +25,8 @@ import shutil
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -34,6 +35,9 @@ from zephon_core.conformance.rules import ReaderCapabilities, SuiteBase, rule
 from zephon_core.errors import OperatorError, ReaderError, ZephonError
 from zephon_core.hashing import digest_payload
 from zephon_core.work.readers import Reader
+
+if TYPE_CHECKING:
+    from zephon_core.plugins import ZephonPluginManager
 
 TIMEOUT = 60.0
 
@@ -98,7 +102,9 @@ class ReaderConformance(SuiteBase):
 
     # -- helpers ------------------------------------------------------------------------------
     @pytest.fixture
-    def make_reader(self, reader_format, reader_options, zephon_plugins) -> Callable[[str], Reader]:
+    def make_reader(
+        self, reader_format: str | None, reader_options: dict[str, Any], zephon_plugins: ZephonPluginManager
+    ) -> Callable[[str], Reader]:
         registry = zephon_plugins.registry
 
         def make(path: str) -> Reader:
@@ -114,21 +120,28 @@ class ReaderConformance(SuiteBase):
         ]
 
     # -- rule 8: deterministic and safe -------------------------------------------------------
-    def test_detected_format_is_this_one(self, reader_path, reader_format, zephon_plugins):
+    def test_detected_format_is_this_one(
+        self, reader_path: str, reader_format: str | None, zephon_plugins: ZephonPluginManager
+    ) -> None:
         if reader_format is None:
             pytest.skip("no reader_format given")
         assert zephon_plugins.registry.detect_format(reader_path) == reader_format, (
             f"{rule(8)} auto-detection does not pick {reader_format!r} for its own dataset"
         )
 
-    def test_listing_is_deterministic(self, reader_path, make_reader):
+    def test_listing_is_deterministic(self, reader_path: str, make_reader: Callable[[str], Reader]) -> None:
         a, b = make_reader(reader_path).shards(), make_reader(reader_path).shards()
         assert a == b, f"{rule(8)} two readers list different shards or counts"
         assert len(a) >= 2 and sum(s.num_samples for s in a) >= 50, "give the suite ≥ 2 shards and ≥ 50 samples"
         clone = pickle.loads(pickle.dumps(make_reader(reader_path)))
         assert clone.shards() == a, f"{rule(8)} a pickled reader lists different shards"
 
-    def test_expected_samples(self, reader_path, make_reader, expected_samples):
+    def test_expected_samples(
+        self,
+        reader_path: str,
+        make_reader: Callable[[str], Reader],
+        expected_samples: list[list[dict[str, Any]]] | None,
+    ) -> None:
         if expected_samples is None:
             pytest.skip("no expected_samples given")
         reader = make_reader(reader_path)
@@ -136,7 +149,9 @@ class ReaderConformance(SuiteBase):
             f"{rule(8)} samples read back differ from what the writer wrote"
         )
 
-    def test_batched_read_equals_single_reads_in_any_order(self, reader_path, make_reader):
+    def test_batched_read_equals_single_reads_in_any_order(
+        self, reader_path: str, make_reader: Callable[[str], Reader]
+    ) -> None:
         reader = make_reader(reader_path)
         rng = np.random.default_rng(0)
         for shard, info in enumerate(reader.shards()):
@@ -149,7 +164,9 @@ class ReaderConformance(SuiteBase):
                 f"{rule(8)} shard {shard}: a batched read in shuffled order with repeats differs from single reads"
             )
 
-    def test_concurrent_reads(self, reader_path, make_reader, reader_capabilities):
+    def test_concurrent_reads(
+        self, reader_path: str, make_reader: Callable[[str], Reader], reader_capabilities: ReaderCapabilities
+    ) -> None:
         reader = make_reader(reader_path)
         ref = self._all(reader)
         jobs = [(s, np.random.default_rng(s).permutation(len(ref[s]))) for s in range(len(ref)) for _ in range(4)]
@@ -169,7 +186,9 @@ class ReaderConformance(SuiteBase):
                     f"{rule(8)} reads from another process disagree"
                 )
 
-    def test_fsspec_urls_match_local_path(self, reader_path, make_reader, reader_capabilities):
+    def test_fsspec_urls_match_local_path(
+        self, reader_path: str, make_reader: Callable[[str], Reader], reader_capabilities: ReaderCapabilities
+    ) -> None:
         ref = self._all(make_reader(reader_path))
         url = "file://" + os.path.abspath(reader_path)
         assert self._all(make_reader(url)) == ref, f"{rule(8)} {url} reads differently from the local path"
@@ -194,7 +213,13 @@ class ReaderConformance(SuiteBase):
 
     # -- rule 9: bad input is a clear error ----------------------------------------------------
     @pytest.fixture
-    def damaged(self, reader_path, make_reader, reader_capabilities, tmp_path) -> Callable[[str], tuple[str, str]]:
+    def damaged(
+        self,
+        reader_path: str,
+        make_reader: Callable[[str], Reader],
+        reader_capabilities: ReaderCapabilities,
+        tmp_path: Path,
+    ) -> Callable[[str], tuple[str, str]]:
         if not reader_capabilities.shard_files:
             pytest.skip("ShardInfo.id is not a file path (ReaderCapabilities.shard_files=False)")
 
@@ -224,7 +249,14 @@ class ReaderConformance(SuiteBase):
         return damage
 
     @pytest.mark.parametrize("kind", ["missing", "truncated", "corrupt"])
-    def test_damaged_shard_is_a_clear_error(self, kind, damaged, make_reader, reader_path, reader_capabilities):
+    def test_damaged_shard_is_a_clear_error(
+        self,
+        kind: str,
+        damaged: Callable[[str], tuple[str, str]],
+        make_reader: Callable[[str], Reader],
+        reader_path: str,
+        reader_capabilities: ReaderCapabilities,
+    ) -> None:
         if kind == "corrupt" and not reader_capabilities.detects_corruption:
             pytest.skip("reader does not claim to detect corrupt bytes")
         path, victim = damaged(kind)

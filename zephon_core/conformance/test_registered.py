@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from zephon_core.conformance.operators import OperatorConformance
+from zephon_core.conformance.operators import OperatorConformance, OperatorFactory
 from zephon_core.conformance.readers import ReaderConformance
 from zephon_core.ops.contract import Operator
 from zephon_core.plugins import default_plugin_manager, load_object
@@ -30,7 +31,7 @@ def _resolve(value: Any) -> Any:
 
 def make_registered(name: str, config_json: str, parallelism: int = 1, runner: str | None = None) -> Operator:
     """Build a registered operator from its name and JSON keyword arguments (picklable via partial)."""
-    factory = default_plugin_manager().registry.get("operator", name).load()
+    factory: Callable[..., Operator] = default_plugin_manager().registry.get("operator", name).load()
     kwargs = _resolve(json.loads(config_json))
     args = kwargs.pop("$args", [])
     return factory(*args, parallelism=parallelism, runner=runner, **kwargs)
@@ -38,26 +39,27 @@ def make_registered(name: str, config_json: str, parallelism: int = 1, runner: s
 
 class TestRegisteredOperator(OperatorConformance):
     @pytest.fixture
-    def operator_factory(self, request):
+    def operator_factory(self, request: pytest.FixtureRequest) -> OperatorFactory:
         name = request.config.getoption("zephon_operator")
         if not name:
             pytest.skip("pass --zephon-operator=NAME to test a registered operator")
         return functools.partial(make_registered, name, request.config.getoption("zephon_config"))
 
     @pytest.fixture
-    def upstream(self, request):
+    def upstream(self, request: pytest.FixtureRequest) -> list[Callable[[], Operator]]:
         spec = json.loads(request.config.getoption("zephon_upstream"))
         return [functools.partial(make_registered, n, json.dumps(kw)) for n, kw in spec]
 
 
 class TestRegisteredReader(ReaderConformance):
     @pytest.fixture
-    def reader_path(self, request):
-        path = request.config.getoption("zephon_path")
+    def reader_path(self, request: pytest.FixtureRequest) -> str:
+        path: str = request.config.getoption("zephon_path")
         if not request.config.getoption("zephon_reader") or not path:
             pytest.skip("pass --zephon-reader=NAME --zephon-path=PATH to test a registered reader")
         return path
 
     @pytest.fixture
-    def reader_format(self, request):
-        return request.config.getoption("zephon_reader")
+    def reader_format(self, request: pytest.FixtureRequest) -> str | None:
+        fmt: str | None = request.config.getoption("zephon_reader")
+        return fmt

@@ -84,6 +84,7 @@ class PipelineCollector:
         ns = self.ns
         stages = m.get("stages", [])
         windows = {w["name"]: w for w in (m.get("window") or {}).get("stages", [])}
+        fam: CounterMetricFamily | GaugeMetricFamily
         for name, key, doc in COUNTERS:
             fam = CounterMetricFamily(f"{ns}_stage_{name}", doc, labels=["stage", "rank"])
             for s in stages:

@@ -124,7 +124,7 @@ class Operator(ABC):
     """
 
     kind: ClassVar[str] = ""
-    traits: ClassVar[Traits] = Traits()
+    traits: Traits = Traits()  # a class default; an operator whose traits depend on its arguments sets its own
 
     def __init__(
         self,
@@ -193,7 +193,7 @@ class ItemFailure(Exception):
 
 def apply_each(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
     """``[fn(x) for x in items]``, but a failure names the item's position (see :class:`ItemFailure`)."""
-    out = []
+    out: list[Any] = []
     append = out.append
     for i, item in enumerate(items):
         try:

@@ -135,7 +135,7 @@ class _FunctionOperator(Operator):
     configuration, and otherwise left out so existing fingerprints do not change.
     """
 
-    worker_type: type
+    worker_type: type[_MapWorker] | type[_FlatMapWorker]
 
     def __init__(self, fn: Callable[..., Any], *, seed: int = 0, **kw: Any) -> None:
         if not callable(fn):

@@ -80,13 +80,13 @@ class AutoTuner:
         if self._trial is not None:
             name, before_p, before_tp = self._trial
             self._trial = None
-            st = self.stages[name]
+            trial = self.stages[name]
             if throughput < before_tp * GAIN:
-                self._set(st, before_p)
+                self._set(trial, before_p)
                 self.saturated.add(name)
                 self.history.append({"t": round(t, 1), "stage": name, "parallelism": before_p, "kept": False})
             else:
-                self.history.append({"t": round(t, 1), "stage": name, "parallelism": st.metrics.parallelism, "kept": True})
+                self.history.append({"t": round(t, 1), "stage": name, "parallelism": trial.metrics.parallelism, "kept": True})
             return
         d = diagnose(w)
         st = self.stages.get(d.stage)

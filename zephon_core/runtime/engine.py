@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from zephon_core.ops.contract import Lineage
 from zephon_core.runtime.autotune import AutoTuner
@@ -97,7 +97,7 @@ class Engine:
         n_queues = len(plans) + 2
         share = None if max_inflight_bytes is None else max(1, max_inflight_bytes // n_queues)
         queues: list[queue.Queue[Message]] = [ByteQueue(queue_depth, share) for _ in range(n_queues)]
-        fetched = queues[1]  # what the fetch stage (the first plan) puts out
+        fetched = cast(ByteQueue, queues[1])  # what the fetch stage (the first plan) puts out
         fetch.limit_group_bytes(
             None if max_inflight_bytes is None else max_inflight_bytes // GROUPS_PER_BUDGET,
             lambda: fetched.bytes_per_record,
@@ -220,8 +220,9 @@ class Engine:
         user function (a hung task): it is a daemon thread and is abandoned after the grace period.
         """
         self.ctx.stop.set()
-        if getattr(self, "tuner", None) is not None:
-            self.tuner.stop()
+        tuner: AutoTuner | None = getattr(self, "tuner", None)
+        if tuner is not None:
+            tuner.stop()
         deadline = time.monotonic() + grace_s
         threads = [t for st in self.stages for t in st.threads]
         thread = getattr(self, "feeder_thread", None)

@@ -27,7 +27,7 @@ class FetchAccumulator:
     def push(self, chunk: Chunk) -> list[Emitted]:
         base = record_key(chunk.number, chunk.offset)
         keys = list(range(base, base + len(chunk)))
-        lineage = [((d << DATASET_SHIFT) | k,) for d, k in zip(chunk.dataset.tolist(), keys)]
+        lineage: list[tuple[int, ...]] = [((d << DATASET_SHIFT) | k,) for d, k in zip(chunk.dataset.tolist(), keys)]
         return [Work((chunk.dataset, chunk.shard, chunk.index), keys, lineage)]
 
     def flush(self) -> list[Emitted]:

@@ -137,7 +137,10 @@ class StageMetrics:
         lat = sorted(self.latencies.copy())
         if not lat:
             return {"p50": 0.0, "p90": 0.0, "p99": 0.0}
-        pick = lambda q: 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731 - tiny local helper
+
+        def pick(q: float) -> float:
+            return 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]
+
         return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99)}
 
 

@@ -50,7 +50,7 @@ import traceback
 import warnings
 from concurrent.futures import Future
 from multiprocessing.connection import wait
-from typing import Any
+from typing import Any, cast
 
 from zephon_core.errors import ConfigError, WorkerCrashedError
 from zephon_core.ops.contract import ItemFailure, WorkerFn
@@ -473,7 +473,7 @@ class _ProcessExecutor:
                     elif i not in self._dead:
                         handlers[self._channels[i].fileno()] = functools.partial(self._receive, i)
                         handlers[proc.sentinel] = functools.partial(self._on_death, i)
-            for ready in wait(list(handlers), timeout=1.0):
+            for ready in cast("list[int]", wait(list(handlers), timeout=1.0)):  # some of the keys given
                 handler = handlers[ready]
                 if handler is None:
                     os.read(self._wake_r, 4096)
@@ -520,7 +520,7 @@ class _ProcessExecutor:
         ch = self._channels[i]
         while self._busy[i]:
             try:
-                readable = wait([ch], timeout=0)  # poll, not select: descriptors may exceed 1024
+                readable = wait([ch.sock], timeout=0)  # poll, not select: descriptors may exceed 1024
             except OSError:
                 return
             if not readable or not self._receive(i):

@@ -43,9 +43,12 @@ import sys
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 SEGMENT_THRESHOLD = 64 * 1024
 """Out-of-band bytes per message from which they travel in a shared segment instead of the socket."""
@@ -121,7 +124,9 @@ class _Mapping:
             _libc.munmap(self._addr, self._size)
 
 
-def _rebuild_array(buf: Any, dtype: np.dtype[Any], shape: tuple[int, ...], order: str = "C") -> np.ndarray:
+def _rebuild_array(
+    buf: Any, dtype: np.dtype[Any], shape: tuple[int, ...], order: Literal["C", "F"] = "C"
+) -> np.ndarray:
     """Unpickles an array from its buffer (a view into the message's segment or frame): no copy."""
     if type(buf) is np.ndarray:  # a uint8 slice of the lease (the receiver's own buffers): cheapest view
         return buf.view(dtype).reshape(shape, order=order)
@@ -142,7 +147,8 @@ def _reduce_array(strided: dict[int, np.ndarray], keep: list[pickle.PickleBuffer
     flags = arr.flags
     if flags.c_contiguous or flags.f_contiguous:
         try:
-            buf = pickle.PickleBuffer(arr)
+            # an ndarray is a buffer; numpy's stubs declare __buffer__ only for Python >= 3.12
+            buf = pickle.PickleBuffer(cast("Buffer", arr))
         except (TypeError, ValueError, BufferError):  # no buffer protocol (datetime64): copy it like a strided one
             pass
         else:

@@ -16,6 +16,7 @@ shares no file object or position with the retry that replaces it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import threading
@@ -24,12 +25,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from zephon_core.errors import ReaderError
 from zephon_core.storage.cache import CachedFile, ShardCache, cache_key
 from zephon_core.storage.config import default_cache_bytes, default_cache_dir, parse_bytes
 from zephon_core.storage.retry import RetryPolicy, TruncatedReadError, describe_error
+
+T = TypeVar("T")
 
 READ_BLOCK = 16 * 1024 * 1024
 """Largest single range request. Each must finish within ``read_timeout`` (16 MiB in 60 s is
@@ -133,7 +136,7 @@ class Storage:
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
-        keep = ("url", "storage_options", "cache_dir", "cache_bytes", "retries", "backoff")
+        keep: tuple[str, ...] = ("url", "storage_options", "cache_dir", "cache_bytes", "retries", "backoff")
         keep += ("read_timeout", "deadline", "prefetch_workers", "lock_timeout")
         return {k: self.__dict__[k] for k in keep} | {"_base": self._base, "_single": self._single}
 
@@ -177,7 +180,7 @@ class Storage:
         """How this root retries (from ``retries``, ``backoff``, ``read_timeout``, ``deadline``)."""
         return RetryPolicy(self.retries, self.backoff, self.read_timeout, self.deadline)
 
-    def call(self, fn: Callable[[], Any], what: str, *, per_read: bool = True) -> Any:
+    def call(self, fn: Callable[[], T], what: str, *, per_read: bool = True) -> T:
         """``fn()`` (one storage request about ``what``, a URL) with this root's retries and timeouts.
 
         For readers that make their own requests through :attr:`fs`: they then survive the same
@@ -200,7 +203,7 @@ class Storage:
             self._cache = ShardCache(os.path.join(self.cache_dir, "shards"), self.cache_bytes, self.lock_timeout)
         return self._cache
 
-    def _retry(self, fn: Callable[[], Any], what: str, *, per_read: bool = True) -> Any:
+    def _retry(self, fn: Callable[[], T], what: str, *, per_read: bool = True) -> T:
         return self.policy.call(fn, what, per_read=per_read)
 
     def read_bytes(self, rel: str) -> bytes:
@@ -220,12 +223,12 @@ class Storage:
         pos = start
         while pos < end:
             stop = min(end, pos + READ_BLOCK)
-            parts.append(self._retry(lambda a=pos, b=stop: self._read_block(path, url, rel, a, b, info), url))
+            parts.append(self._retry(functools.partial(self._read_block, path, url, rel, pos, stop, info), url))
             pos = stop
         return b"".join(parts)
 
     def _read_block(self, path: str, url: str, rel: str, start: int, end: int, info: FileInfo | None) -> bytes:
-        data = self.fs.cat_file(path, start=start, end=end)
+        data: bytes = self.fs.cat_file(path, start=start, end=end)
         if len(data) == end - start:
             return data
         if info is not None:

@@ -130,7 +130,8 @@ def run_with_timeout(fn: Callable[[], T], timeout: float | None) -> T:
         raise StallError(f"no answer within {timeout:.3g}s (read abandoned)")
     ok, value = outcome.pop()
     if ok:
-        return value
+        result: T = value
+        return result
     raise value
 
 

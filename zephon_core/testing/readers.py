@@ -69,7 +69,8 @@ def zephon_index(path: str | Path, *flags: str) -> str:
 
 def manifest_of(folder: str | Path) -> dict[str, Any]:
     """The ``_zephon_manifest.json`` of a dataset folder, parsed."""
-    return json.loads((Path(folder) / "_zephon_manifest.json").read_text())
+    manifest: dict[str, Any] = json.loads((Path(folder) / "_zephon_manifest.json").read_text())
+    return manifest
 
 
 def flip_byte(path: Path, offset: int | None = None) -> int:
@@ -429,7 +430,7 @@ class ColumnarReaderFaults(FileReaderFaults):
         bucket = f"{self.dataset_format}-bad"
         with moto_s3(bucket) as s3:
             s3.put(f"d/bad{self.suffix}", b"\0" * 1000)
-            opts = {"format": self.dataset_format, "storage_options": s3.storage_options}
+            opts: dict[str, Any] = {"format": self.dataset_format, "storage_options": s3.storage_options}
             with pytest.raises(ReaderError, match=rf"s3://{bucket}/d/bad{re.escape(self.suffix)}: {self.unreadable}"):
                 Dataset.from_path("x", s3.url("d"), **opts)
             local = tmp_path / f"ok{self.suffix}"

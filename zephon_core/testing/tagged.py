@@ -61,7 +61,8 @@ def untag(value: Any) -> Any:
 
 def load_expected(data_dir: Path, variant: str) -> dict[str, Any]:
     """``<data_dir>/<variant>.expected.json``: ``{"samples": [tagged sample, ...], ...}`` in dataset order."""
-    return json.loads((Path(data_dir) / f"{variant}.expected.json").read_text())
+    expected: dict[str, Any] = json.loads((Path(data_dir) / f"{variant}.expected.json").read_text())
+    return expected
 
 
 def read_tagged(dataset: Any) -> list[Any]:

@@ -42,7 +42,7 @@ ChunkSize = int | Literal["auto"] | None
 def check_chunk_size(value: Any) -> ChunkSize:
     """Validate a ``chunk_size`` argument."""
     if value is None or value == "auto":
-        return value
+        return None if value is None else "auto"
     if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_CHUNK_SIZE:
         raise ConfigError(f"chunk_size must be an int in [1, {MAX_CHUNK_SIZE}], 'auto' or None, got {value!r}")
     return value

@@ -30,7 +30,8 @@ def _mix(z: np.ndarray) -> np.ndarray:
     z = z + _GOLDEN
     z = (z ^ (z >> _S30)) * _M1
     z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
+    out: np.ndarray = z ^ (z >> _S31)
+    return out
 
 
 class FeistelPermutation:
@@ -51,7 +52,8 @@ class FeistelPermutation:
         left, right = x >> h, x & self.mask
         for k in self.keys:
             left, right = right, left ^ (_mix(right ^ k) & self.mask)
-        return (left << h) | right
+        out: np.ndarray = (left << h) | right
+        return out
 
     def __call__(self, positions: np.ndarray) -> np.ndarray:
         """The images of ``positions`` (int array, each in ``[0, n)``), as int64."""

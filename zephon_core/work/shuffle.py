@@ -125,7 +125,8 @@ class CrossShardBlocks:
         return stable_hash64("zephon-xshard", self.seed, self.name, *parts)
 
     def _bounds(self, b: _Blocks) -> _Blocks:
-        return (b * self.total) // self.n_blocks
+        bounds: _Blocks = (b * self.total) // self.n_blocks
+        return bounds
 
     def _shard_layout(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         order = _perm(self._key(epoch, "shards"), len(self.sizes)).astype(np.int64)
