@@ -1,13 +1,13 @@
-"""The ``zephon`` command: list plugins, build format indexes, run a demo, profile a pipeline, read manifests.
+"""The ``zephon`` command line: argument wiring only; each command lives in its own module.
 
 Each invocation builds one plugin manager and passes it to whatever the command runs, so what
-``zephon plugins`` lists is exactly what ``zephon demo`` and ``zephon index`` use.
+``zephon plugins`` lists is exactly what ``zephon show``, ``zephon demo`` and ``zephon index`` use.
+Help strings are plain words (they are printed by ``--help``, where reStructuredText is noise).
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 from typing import TYPE_CHECKING
 
@@ -30,53 +30,27 @@ def _plugins(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
 
 
 def _index(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
-    """Build the format's index and manifest (``--checksum``: with content checksums), then ``--validate``.
+    from zephon_core import cli_index
 
-    Exit status 1 when validation finds a bad record or file; 2 for an error before that.
-    """
-    from zephon_core.errors import ConfigError
-    from zephon_core.plugins import load_object
-
-    registry = plugins.registry
-    fmt = args.format or registry.detect_format(args.path)
-    reg = registry.get("reader", fmt)
-    builder = reg.extra.get("index")
-    if builder is None:
-        if args.checksum:
-            raise ConfigError(f"format {fmt!r} has no index builder, so it cannot record checksums")
-        print(f"{args.path}: format {fmt!r} needs no index")
-    else:
-        build = load_object(builder)
-        if args.checksum and "checksum" not in inspect.signature(build).parameters:
-            raise ConfigError(
-                f"format {fmt!r} ({reg.package}): its index builder takes no checksum= argument, "
-                "so it cannot record checksums"
-            )
-        from zephon_core.progress import Ticker
-
-        with Ticker(f"indexing {args.path}"):  # elapsed time on a terminal; silent otherwise
-            built = build(args.path, **({"checksum": True} if args.checksum else {}))
-        print(f"{args.path}: {built}")
-    if not args.validate:
-        return 0
-    from zephon_core.storage.validate import validate
-
-    reader = registry.make_reader(fmt, args.path)
-    try:
-        result = validate(reader, jobs=args.jobs, progress=_progress if sys.stderr.isatty() else None)
-    finally:
-        reader.close()
-    for bad in result.bad:
-        print(bad.line())
-    verdict = "all records decode" if result.ok else f"{result.bad_records} bad record(s), {result.bad_files} unreadable file(s)"
-    print(f"{args.path}: validated {result.files} file(s), {result.records} record(s): {verdict}")
-    return 0 if result.ok else 1
+    return cli_index.build(args, plugins)
 
 
-def _progress(done: int, total: int, records: int, bad: int) -> None:
-    """Progress of ``--validate`` on one terminal line (only when stderr is a terminal)."""
-    end = "\n" if done == total else ""
-    print(f"\rvalidating: {done}/{total} files, {records} records, {bad} bad", end=end, file=sys.stderr, flush=True)
+def _show(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
+    from zephon_core import cli_data
+
+    return cli_data.show(args, plugins)
+
+
+def _inspect(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
+    from zephon_core import cli_data
+
+    return cli_data.inspect_dataset(args, plugins)
+
+
+def _stubs(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
+    from zephon_core import cli_meta
+
+    return cli_meta.stubs(args, plugins)
 
 
 def _demo(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
@@ -127,27 +101,61 @@ def _manifest(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
     return 0 if result.step is None else 1
 
 
-def main(argv: list[str] | None = None, *, plugins: ZephonPluginManager | None = None) -> int:
-    """Run the command line ``argv``; ``plugins`` replaces the installed plugins (for tests and embedding)."""
-    parser = argparse.ArgumentParser(prog="zephon", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+DESCRIPTION = "Deterministic online data loading: look at datasets, index them, run demos and profiles."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line (separate from :func:`main` so tests can walk every subcommand's help)."""
+    parser = argparse.ArgumentParser(prog="zephon", description=DESCRIPTION)
+    parser.add_argument(
+        "--version", action="store_true", help="print the version of zephon-core and of every installed plugin"
+    )
+    sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
     p = sub.add_parser("plugins", help="list installed readers, operators, runners and demos")
-    p.add_argument("--kind", choices=["reader", "operator", "runner", "demo"])
+    p.add_argument("--kind", choices=["reader", "operator", "runner", "demo"], help="list only this kind")
     p.set_defaults(fn=_plugins)
+
+    fmt_help = "the data format, skipping detection (one of the installed readers: see zephon plugins)"
+    p = sub.add_parser("show", help="print the first samples of a dataset and the schema they show")
+    p.add_argument("path", help="a dataset folder, file or fsspec URL")
+    p.add_argument("-n", type=int, default=5, help="how many samples to print (default 5)")
+    p.add_argument("--format", help=fmt_help)
+    p.set_defaults(fn=_show)
+    p = sub.add_parser("inspect", help="print a dataset's format, its shards with their sizes, and totals")
+    p.add_argument("path", help="a dataset folder, file or fsspec URL")
+    p.add_argument("--format", help=fmt_help)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(fn=_inspect)
+
     p = sub.add_parser(
         "index",
         help="build the index and manifest of a dataset ahead of time; optionally checksum and validate it",
     )
-    p.add_argument("path")
-    p.add_argument("--format")
+    p.add_argument("path", help="a dataset folder, file or fsspec URL")
+    p.add_argument("--format", help=fmt_help)
     p.add_argument(
         "--checksum", action="store_true", help="record each file's SHA-256 in the manifest (for verify='checksum')"
     )
     p.add_argument(
         "--validate", action="store_true", help="decode every record and list the bad ones (exit status 1 if any)"
     )
-    p.add_argument("--jobs", type=int, default=None, help="worker processes for --validate (default: CPUs)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="files indexed at once, in threads, and worker processes for --validate (default: CPUs)",
+    )
     p.set_defaults(fn=_index)
+
+    p = sub.add_parser("stubs", help="write a type stub of the Pipeline builder that includes plugin operators")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="typings",
+        help="folder to write the stub package into (default ./typings; - prints the stub instead)",
+    )
+    p.set_defaults(fn=_stubs)
+
     p = sub.add_parser("demo", help="run the demo pipeline and check its determinism")
     p.add_argument("--lanes", type=int, default=4, help="lanes of the kernel demo (default 4)")
     p.add_argument("--quick", action="store_true", help="a shorter run")
@@ -162,29 +170,45 @@ def main(argv: list[str] | None = None, *, plugins: ZephonPluginManager | None =
     p.add_argument("definition", help="a Python file with build_pipeline(), or a JSON/YAML pipeline definition")
     p.add_argument("--seconds", type=float, help="how long to run after the first batch (default 10)")
     p.add_argument("--batches", type=int, help="how many microbatches to take instead of --seconds")
-    p.add_argument("--consumer-ms", type=float, default=0.0, help="sleep per microbatch, standing in for a training step")
-    p.add_argument("--plot", metavar="FILE.png", help="draw throughput, busy fraction and queue fill per stage over time")
+    p.add_argument(
+        "--consumer-ms", type=float, default=0.0, help="sleep per microbatch, standing in for a training step"
+    )
+    p.add_argument(
+        "--plot", metavar="FILE.png", help="draw throughput, busy fraction and queue fill per stage over time"
+    )
     p.add_argument("--trace", metavar="FILE.json", help="write worker task spans as a Chrome/Perfetto trace")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object (no table, no progress)")
     p.set_defaults(fn=_profile)
     p = sub.add_parser("manifest", help="read provenance manifests written with options(manifest=PATH)")
-    msub = p.add_subparsers(dest="action", required=True)
+    msub = p.add_subparsers(dest="action", required=True, title="actions", metavar="ACTION")
     m = msub.add_parser("show", help="a manifest's summary, or what one global step held")
-    m.add_argument("path")
+    m.add_argument("path", help="the manifest file")
     m.add_argument("--step", type=int, help="the global step to show")
     m.add_argument("--lane", type=int, help="only this lane of the step")
     m.add_argument("--json", action="store_true", help="print JSON")
     m = msub.add_parser("diff", help="the first global step where two runs differ, and which samples differ")
-    m.add_argument("a")
-    m.add_argument("b")
+    m.add_argument("a", help="the first run's manifest")
+    m.add_argument("b", help="the second run's manifest")
     m.add_argument("--max-rows", type=int, default=20, help="differing rows to list per lane (default 20)")
     p.set_defaults(fn=_manifest)
+    return parser
+
+
+def main(argv: list[str] | None = None, *, plugins: ZephonPluginManager | None = None) -> int:
+    """Run the command line ``argv``; ``plugins`` replaces the installed plugins (for tests and embedding)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if not args.version and args.command is None:
+        parser.error("a command is required (see zephon --help)")
     try:
         if plugins is None:
             from zephon_core.plugins import default_plugin_manager
 
             plugins = default_plugin_manager()  # inside the try: a broken plugin is a clean error
+        if args.version:
+            from zephon_core import cli_meta
+
+            return cli_meta.version(plugins)
         return int(args.fn(args, plugins))
     except ZephonError as exc:
         print(f"zephon: error: {exc}", file=sys.stderr)

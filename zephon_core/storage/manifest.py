@@ -14,7 +14,10 @@ footer read per file at listing time.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,7 +103,29 @@ def write_manifest(storage: Storage, fmt: str, entries: list[ManifestEntry], *, 
         storage.fs.mv(tmp, path)
 
     call_with_retry(put, what=url, attempts=storage.retries, base_delay=storage.backoff)
+    mode = shared_mode(storage.full_path(e.rel) for e in entries) if storage.is_local else None
+    if mode is not None:
+        with contextlib.suppress(OSError):  # the manifest is written; its mode is a courtesy
+            os.chmod(path, mode)
     return url
+
+
+def shared_mode(paths: Iterable[str]) -> int | None:
+    """The permission bits an index file gets: those every one of the data files ``paths`` has.
+
+    An index or manifest must be readable by whoever may read the data (a team-readable dataset
+    with an owner-only manifest cannot be opened by the team) but no more (it lists file names and
+    sizes). Execute bits are dropped. None when no file can be inspected.
+    """
+    mode = 0o666
+    seen = False
+    for p in paths:
+        try:
+            mode &= stat.S_IMODE(os.stat(p).st_mode)
+        except OSError:
+            continue
+        seen = True
+    return mode if seen else None
 
 
 def check_listing(storage: Storage, files: list[FileInfo], manifest: dict[str, ManifestEntry]) -> None:

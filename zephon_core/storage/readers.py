@@ -266,7 +266,7 @@ class StorageReader(Reader):
         """What ``zephon index`` records: every file of the dataset with its size and samples."""
         raise NotImplementedError
 
-    def save_manifest(self, *, checksum: bool = False) -> str:
+    def save_manifest(self, *, checksum: bool = False, jobs: int = 8) -> str:
         """``zephon index``: write the manifest of the files as they are now; returns where it went.
 
         Args:
@@ -274,12 +274,13 @@ class StorageReader(Reader):
                 through the node cache), which ``verify="checksum"`` needs. A dataset whose
                 manifest has checksums keeps them (recomputed) without being asked: re-indexing
                 to accept a change must not silently turn verification off.
+            jobs: files checksummed at once (threads).
         """
         if self.storage.is_single_file and not self._manifest_beside_file:
             return "single file: no manifest"
         entries = self._manifest_entries()
         if checksum or self._had_checksums():
-            sums = file_checksums(self.storage, self._file_infos([e.rel for e in entries]))
+            sums = file_checksums(self.storage, self._file_infos([e.rel for e in entries]), workers=max(1, jobs))
             entries = [ManifestEntry(e.rel, e.size, e.samples, e.extra, c) for e, c in zip(entries, sums)]
             where = write_manifest(self.storage, self.format, entries, beside_file=self._manifest_beside_file)
             return f"{where} (with SHA-256 checksums)"

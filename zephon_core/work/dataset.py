@@ -40,6 +40,7 @@ class Dataset:
         self.num_samples = int(self.sizes.sum())
         if self.num_samples == 0:
             raise ReaderError(f"dataset {name!r}: all shards are empty")
+        self._ends: np.ndarray | None = None  # cumulative shard ends, built on the first lookup
 
     @classmethod
     def from_records(cls, name: str, records: Sequence[dict[str, Any]], shard_size: int = 1000) -> Dataset:
@@ -73,6 +74,55 @@ class Dataset:
         fmt = format or registry.detect_format(path, options.get("storage_options"))
         reader = registry.make_reader(fmt, path, **options)
         return cls(name, reader, format=fmt)
+
+    # -- looking at samples -------------------------------------------------------------------
+    def locate(self, index: int) -> tuple[int, int]:
+        """``(shard, index in shard)`` of global sample ``index`` (negative counts from the end).
+
+        Global order is shard order then in-shard order, the same order ``shards()`` lists, so
+        ``ds[i]`` is what a user sees when reading the files front to back.
+
+        Raises:
+            IndexError: out of range, naming the dataset and its length.
+        """
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"dataset {self.name!r}: indices must be integers, got {type(index).__name__}")
+        i = int(index)
+        if i < 0:
+            i += self.num_samples
+        if not 0 <= i < self.num_samples:
+            raise IndexError(f"dataset {self.name!r}: index {int(index)} out of range (length {self.num_samples})")
+        ends = getattr(self, "_ends", None)  # absent on a Dataset unpickled from before it existed
+        if ends is None:
+            ends = self._ends = np.cumsum(self.sizes)
+        shard = int(np.searchsorted(ends, i, side="right"))
+        return shard, i - int(ends[shard] - self.sizes[shard])
+
+    def take(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """The samples at global ``indices`` (any order, repeats and negatives allowed), in that order.
+
+        Indices are grouped by shard so each shard is read once, as the fetch stage does.
+        """
+        located = [self.locate(i) for i in indices]
+        by_shard: dict[int, list[int]] = {}
+        for pos, (shard, _) in enumerate(located):
+            by_shard.setdefault(shard, []).append(pos)
+        out: list[dict[str, Any]] = [{} for _ in located]
+        for shard, positions in sorted(by_shard.items()):
+            local = np.array([located[p][1] for p in positions], dtype=np.int64)
+            for p, rec in zip(positions, self.reader.read(shard, local)):
+                out[p] = rec
+        return out
+
+    def head(self, n: int = 5) -> list[dict[str, Any]]:
+        """The first ``n`` samples (fewer if the dataset is shorter): a quick look at the data."""
+        return self.take(range(min(max(0, n), self.num_samples)))
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.take([index])[0]
+
+    def __len__(self) -> int:
+        return self.num_samples
 
     def describe(self) -> dict[str, Any]:
         """JSON-able identity of this dataset for the pipeline fingerprint."""

@@ -14,12 +14,13 @@ from zephon_core.storage import ManifestEntry, Storage, split_storage_options, w
 from zephon_hf.base import FORMAT, folder_catalog
 
 
-def build_index(path: str, *, checksum: bool = False, **options: Any) -> str:
+def build_index(path: str, *, checksum: bool = False, jobs: int = 8, **options: Any) -> str:
     """Read every config and split of the folder, write ``_zephon_manifest.json``; a one-line summary.
 
     Args:
         path: the dataset folder (local path or fsspec URL).
         checksum: also record each file's SHA-256 (for the reader option ``verify="checksum"``).
+        jobs: files checksummed at once (threads).
         options: reader options; ``config``, ``split`` and ``columns`` are ignored (all are indexed).
     """
     from zephon_core.storage.integrity import file_checksums
@@ -46,7 +47,7 @@ def build_index(path: str, *, checksum: bool = False, **options: Any) -> str:
         per_split.append(f"{label} {sum(e.samples for e in selected)}")
     listed = sorted(entries.values(), key=lambda e: e.rel)
     if checksum:
-        sums = file_checksums(storage, [storage.info(e.rel) for e in listed])
+        sums = file_checksums(storage, [storage.info(e.rel) for e in listed], workers=max(1, jobs))
         listed = [ManifestEntry(e.rel, e.size, e.samples, e.extra, c) for e, c in zip(listed, sums)]
     where = write_manifest(storage, FORMAT, listed)
     storage.close()

@@ -14,6 +14,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
@@ -167,6 +168,41 @@ class JsonlReader(FileReader):
                 idx = self._indexes[i] = self._load_or_build(i)
         return idx
 
+    def build_indexes(self, jobs: int = 1, progress: Callable[[int, int], None] | None = None) -> None:
+        """Load or build every file's index, ``jobs`` files at a time (what ``zephon index`` runs).
+
+        Scanning a file is reading it and a CRC per line, which releases the GIL for most of its
+        time, so threads suffice. Each index depends only on its own data file, so the files written
+        are the same whatever ``jobs`` is. It bypasses :meth:`_index`, which holds the reader's lock
+        for a whole build (reads must never see half-built state), and would run one file at a time.
+
+        Args:
+            jobs: files indexed at once.
+            progress: called as ``progress(done, total)`` after each file.
+        """
+        files = self.files()
+        total = len(files)
+        todo = [i for i in range(total) if i not in self._indexes]
+        done = total - len(todo)
+        if progress is not None:
+            progress(done, total)
+
+        def one(i: int) -> tuple[int, zidx.LineIndex]:
+            return i, self._load_or_build(i)
+
+        with ThreadPoolExecutor(max(1, min(jobs, len(todo))), thread_name_prefix="zephon-index") as pool:
+            for future in as_completed([pool.submit(one, i) for i in todo]):
+                i, idx = future.result()
+                with self._lock:
+                    self._indexes.setdefault(i, idx)
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+
+    def _data_path(self, info: FileInfo) -> str | None:
+        """The local path of a data file, whose permission bits its index copies (None when remote)."""
+        return self.storage.full_path(info.rel) if self.storage.is_local else None
+
     def _load_or_build(self, i: int) -> zidx.LineIndex:
         info, name = self.files()[i], self._name(i)
         paths = self._index_paths(info)
@@ -202,7 +238,7 @@ class JsonlReader(FileReader):
             idx.data_size,
         )
         try:
-            zidx.write(path, updated)
+            zidx.write(path, updated, like=self._data_path(info))
         except OSError:
             return idx  # read-only location: keep checking contents next time
         return zidx.read(path, self._name(self.files().index(info)))
@@ -241,12 +277,13 @@ class JsonlReader(FileReader):
         for p in paths:
             folder = os.path.dirname(os.path.abspath(p))
             try:
-                zidx.write(p, idx)
+                zidx.write(p, idx, like=self._data_path(info))
             except OSError:
                 if not os.access(folder, os.W_OK):
                     continue  # read-only data folder: fall back to the cache directory
                 raise
-            self.built_indexes += 1
+            with self._lock:  # zephon index builds several files' indexes at once
+                self.built_indexes += 1
             return zidx.read(p, name)
         raise ReaderError(f"{name}: no writable place for its index (tried {paths}); pass index_dir=")
 

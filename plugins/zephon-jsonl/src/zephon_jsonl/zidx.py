@@ -18,8 +18,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import struct
-import tempfile
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core import ReaderError
+from zephon_core.storage.manifest import shared_mode
 
 MAGIC = b"ZIDX"
 VERSION = 1
@@ -143,8 +145,13 @@ def _read(path: str, start: int, length: int) -> bytes:
         os.close(fd)
 
 
-def write(path: str, idx: LineIndex) -> None:
-    """Write ``idx`` to ``path`` atomically (temp file + rename), so readers never see half an index."""
+def write(path: str, idx: LineIndex, like: str | None = None) -> None:
+    """Write ``idx`` to ``path`` atomically (temp file + rename), so readers never see half an index.
+
+    ``like``: the data file the index describes; the index gets its permission bits (execute bits
+    dropped), so whoever may read the data may read its index. Without it, the process umask
+    decides, as for any new file (a private temp file's 0600 would lock out a dataset's group).
+    """
     header = json.dumps(
         {
             "count": len(idx),
@@ -161,9 +168,13 @@ def write(path: str, idx: LineIndex) -> None:
     header += b" " * (-len(header) % 8)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".zidx-", dir=folder)
+    tmp = os.path.join(folder, f".zidx-{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies, unlike mkstemp's 0600
     try:
         with os.fdopen(fd, "wb") as f:
+            mode = shared_mode([like]) if like is not None else None
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             f.write(MAGIC + struct.pack("<B3xQ", VERSION, len(header)) + header)
             f.write(idx.starts.astype("<i8").tobytes())
             f.write(idx.lengths.astype("<u4").tobytes())

@@ -16,10 +16,11 @@ from zephon_core import ConfigError
 from zephon_litdata.reader import LitDataReader
 
 
-def build_index(path: str, *, checksum: bool = False, **options: Any) -> str:
+def build_index(path: str, *, checksum: bool = False, jobs: int = 8, **options: Any) -> str:
     """Validate the dataset at ``path``, write its manifest and return a one-line summary of it.
 
     ``checksum``: record each chunk's SHA-256 too (for the reader option ``verify="checksum"``).
+    ``jobs``: files checksummed at once (threads).
     """
     try:
         reader = LitDataReader(path, manifest=False, **options)
@@ -31,7 +32,7 @@ def build_index(path: str, *, checksum: bool = False, **options: Any) -> str:
         reader = LitDataReader(path, manifest=False, block_size=1, **options)
     try:
         kinds = reader.check()
-        where = reader.save_manifest(checksum=checksum)
+        where = reader.save_manifest(checksum=checksum, jobs=jobs)
     finally:
         reader.close()
     lay = reader.layout

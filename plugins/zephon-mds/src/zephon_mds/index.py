@@ -15,15 +15,16 @@ from typing import Any
 from zephon_mds.reader import MDSReader
 
 
-def build_index(path: str, *, checksum: bool = False, **options: Any) -> str:
+def build_index(path: str, *, checksum: bool = False, jobs: int = 8, **options: Any) -> str:
     """Validate the dataset at ``path``, write its manifest and return a one-line summary of it.
 
     ``checksum``: record each shard file's SHA-256 too (for the reader option ``verify="checksum"``).
+    ``jobs``: files checksummed at once (threads).
     """
     reader = MDSReader(path, manifest=False, **options)
     try:
         reader.check()
-        where = reader.save_manifest(checksum=checksum)
+        where = reader.save_manifest(checksum=checksum, jobs=jobs)
     finally:
         reader.close()
     shards = reader.layout.shards

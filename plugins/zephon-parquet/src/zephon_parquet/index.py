@@ -11,15 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 
-def build_index(path: str, *, checksum: bool = False, **options: Any) -> str:
+def build_index(path: str, *, checksum: bool = False, jobs: int = 8, **options: Any) -> str:
     """Read and check every file's footer, write the manifest; return a one-line summary.
 
     ``checksum``: record each file's SHA-256 too (for the reader option ``verify="checksum"``).
+    ``jobs``: files checksummed at once (threads).
     """
     from zephon_parquet.reader import ParquetReader
 
     reader = ParquetReader(path, manifest=False, **options)
-    where = reader.save_manifest(checksum=checksum)
+    where = reader.save_manifest(checksum=checksum, jobs=jobs)
     shards = reader.shards()
     groups = sum(len(reader.row_group_offsets(i)) - 1 for i in range(len(shards)))
     return (

@@ -10,14 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 
-def build_index(path: str, *, checksum: bool = False, **options: Any) -> str:
+def build_index(path: str, *, checksum: bool = False, jobs: int = 8, **options: Any) -> str:
     """Open and check every file's footer, write the manifest; return a one-line summary.
 
     ``checksum``: record each file's SHA-256 too (for the reader option ``verify="checksum"``).
+    ``jobs``: files checksummed at once (threads).
     """
     from zephon_vortex.reader import VortexReader
 
     reader = VortexReader(path, manifest=False, **options)
-    where = reader.save_manifest(checksum=checksum)
+    where = reader.save_manifest(checksum=checksum, jobs=jobs)
     shards = reader.shards()
     return f"vortex: {len(shards)} files, {sum(s.num_samples for s in shards)} rows; footers valid; {where}"
