@@ -247,9 +247,15 @@ class Pipeline:
         """A custom n-to-m operator: ``init_state``, ``push``, ``flush``, ``transform``, ``parallelism``."""
         return self.apply("stateful_transform", name, **kwargs)
 
-    def shuffle(self, buffer_size: int, seed: int = 0) -> Pipeline:
-        """Shuffle each lane through a buffer; draws are hashes of record identity."""
-        return self.apply("shuffle", buffer_size, seed)
+    def shuffle(self, buffer_size: int, seed: int = 0, algorithm: str = "reservoir") -> Pipeline:
+        """Shuffle each lane through a buffer; draws are hashes of record identity.
+
+        ``algorithm``: ``"reservoir"`` (default), ``"block"`` or ``"block_warmup"``
+        (see :mod:`zephon_core.ops.shuffle`).
+        """
+        if algorithm == "reservoir":  # the fingerprint of a default shuffle stays what it was
+            return self.apply("shuffle", buffer_size, seed)
+        return self.apply("shuffle", buffer_size, seed, algorithm=algorithm)
 
     def batch(
         self,
