@@ -29,6 +29,8 @@ _EXPORTS = {
     "Options": "zephon_core.pipeline",
     "SampleBatch": "zephon_core.runtime.types",
     "merge_checkpoints": "zephon_core.checkpoint",
+    "save_rank_state": "zephon_core.checkpoint",
+    "load_merged_state": "zephon_core.checkpoint",
     "Operator": "zephon_core.ops.contract",
     "Accumulator": "zephon_core.ops.contract",
     "Records": "zephon_core.ops.contract",
@@ -69,7 +71,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from zephon_core.checkpoint import merge_checkpoints
+    from zephon_core.checkpoint import load_merged_state, merge_checkpoints, save_rank_state
     from zephon_core.errors import (
         CheckpointError,
         ConfigError,

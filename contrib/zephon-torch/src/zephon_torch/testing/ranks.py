@@ -45,6 +45,7 @@ def launch(
     kill: tuple[int, int] | None = None,
     kill_signal: int = signal.SIGKILL,
     pipeline: str = DEFAULT_PIPELINE,
+    module: str = RANK_MODULE,
 ) -> list[RankResult]:
     """Run ``runs`` on ``world_size`` gloo ranks; optionally signal rank ``kill[0]`` after its step ``kill[1]``.
 
@@ -52,6 +53,9 @@ def launch(
         runs: what each rank does, in order (see :func:`~zephon_torch.testing.rank.run_one`).
         tmp: a folder for the store, the parameters and every rank's result and stderr.
         pipeline: ``"module:function"`` building the pipeline in each rank.
+        module: the rank program, run as ``python -m module PARAMS.json`` (default
+            :mod:`~zephon_torch.testing.rank`; :mod:`~zephon_torch.testing.dataset_rank` drives
+            ``StatefulDataLoader``).
         timeout: the process group's and the loader's collective timeout (seconds).
         deadline: wall-clock limit for the whole launch; exceeding it is a test failure (a hang).
         kill_signal: SIGKILL (a crash) or SIGSTOP (a rank that is alive but stuck; it is killed
@@ -75,7 +79,7 @@ def launch(
     for rank in range(world_size):
         err = open(work / f"stderr{rank}.txt", "w")
         p = subprocess.Popen(
-            [sys.executable, "-m", RANK_MODULE, str(work / "params.json")],
+            [sys.executable, "-m", module, str(work / "params.json")],
             env={**env, "RANK": str(rank)},
             stdout=subprocess.DEVNULL,
             stderr=err,
