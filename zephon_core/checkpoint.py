@@ -339,7 +339,7 @@ def load_merged_state(
             f"checkpoint step {step} under {url_or_dir} is incomplete: rank files present {have or 'none'} "
             f"({{world_size: ranks}}); latest step each rank saved: {latest or 'none'}"
         )
-    states = []
+    states: list[Mapping[str, Any]] = []
     problems = []
     for rank in range(world):
         path = rank_state_path(root, step, rank, world)
@@ -354,7 +354,7 @@ def load_merged_state(
                 f"rank {record.get('rank')} of {record.get('world_size')} at step {record.get('step')} "
                 f"(file {path} names rank {rank} of {world} at step {step})"
             )
-        states.append(record.get("state"))
+        states.append(record.get("state") or {})
     if problems:
         raise CheckpointError(f"rank files of step {step} disagree on step or world size: {'; '.join(problems)}")
     return merge_checkpoints(states)
