@@ -21,6 +21,7 @@ from zephon_core.builder_methods import make_method
 from zephon_core.errors import CheckpointError, ConfigError, PluginError, ZephonError
 from zephon_core.manifest import GROUP_STEPS, ManifestWriter, RecordedIterator, require_pyarrow
 from zephon_core.ops.contract import Lineage, Operator, Payload, check_timeout
+from zephon_core.ops.mapping import check_seed, rng_base, takes_rng
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
 from zephon_core.runtime.batch import BatchSpec, Collate
 from zephon_core.runtime.diagnose import Diagnosis, diagnose
@@ -270,6 +271,25 @@ class Pipeline:
         if self._batch is not None:
             raise ConfigError("the pipeline already ends with batch(); call it once")
         self._batch = BatchSpec(microbatch_size, collate, parallelism=parallelism, runner=runner, timeout_s=timeout_s)
+        return self
+
+    def map_batch(self, fn: Callable[..., dict[str, Any]], *, name: str | None = None, seed: int = 0) -> Pipeline:
+        """Apply ``fn`` to every collated microbatch (a dict of arrays in, a dict of arrays out).
+
+        It runs in the batch stage's workers right after collation, on the batch stage's runner, so
+        batch-level work (masking, mixing rows, casting) costs the training loop nothing. A function
+        that declares ``rng`` gets a generator seeded from ``seed``, its name and the microbatch's
+        identity: the same batch gets the same draws on any runner, world size or resume.
+        """
+        self._check_mutable()
+        if self._batch is None:
+            raise ConfigError("map_batch works on collated microbatches: call batch(...) first")
+        if not callable(fn):
+            raise ConfigError(f"map_batch: fn must be callable, got {type(fn).__name__}")
+        label: str = name or str(getattr(fn, "__name__", "map_batch"))
+        seed = check_seed(seed, f"map_batch {label!r}")
+        base = rng_base(seed, label) if takes_rng(fn, f"map_batch {label!r}") else None
+        self._batch.add_map(fn, label, base)
         return self
 
     def options(self, **kwargs: Any) -> Pipeline:

@@ -4,7 +4,10 @@ Unlike an operator it does not reset at flush sentinels (microbatch shapes must 
 a microbatch may span two windows. It is also where replay happens: each lane's
 :class:`~zephon_core.runtime.replay.ReplayCursor` drops the records a resumed lane already delivered
 and stamps every microbatch with the position just after it. Collation (stacking rows into arrays)
-is the stage's worker, so it runs on the pipeline's runner like any operator's worker.
+is the stage's worker, so it runs on the pipeline's runner like any operator's worker, and so do the
+functions ``Pipeline.map_batch`` adds after it: a map over collated microbatches (dict of arrays in,
+dict of arrays out) whose ``rng``, when it asks for one, is derived from the microbatch's first record
+key, so it is the same wherever and whenever the microbatch is made.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from zephon_core.errors import ConfigError
+from zephon_core.hashing import mix64
 from zephon_core.ops.contract import Lineage, Payload, Records, Traits, Work, callable_name, check_timeout
+from zephon_core.ops.mapping import sample_rng
 from zephon_core.runtime.context import Context
 from zephon_core.runtime.messages import Message
 from zephon_core.runtime.replay import LaneStart, ReplayCursor, ResumePoint
@@ -40,8 +45,9 @@ class MicrobatchMeta:
 class BatchAccumulator:
     """Collects one lane's rows; emits a microbatch work item whenever ``size`` rows are held."""
 
-    def __init__(self, size: int, start: LaneStart) -> None:
+    def __init__(self, size: int, start: LaneStart, keyed: bool = False) -> None:
         self.size = size
+        self.keyed = keyed  # the task carries the first record's key (for map_batch's rng)
         self.cursor = ReplayCursor(start)
         self.index = start.delivered
         self.rows = Records.empty()
@@ -63,7 +69,8 @@ class BatchAccumulator:
         b = self.size
         while len(rows.payloads) >= b:
             meta = MicrobatchMeta(self.index, self.cursor.position(len(rows.payloads) - b))
-            out.append(Work(rows.payloads[:b], rows.keys[:b], rows.lineage[:b], rows.dropped, meta))
+            task = (rows.payloads[:b], rows.keys[0]) if self.keyed else rows.payloads[:b]
+            out.append(Work(task, rows.keys[:b], rows.lineage[:b], rows.dropped, meta))
             self.index += 1
             self.rows = rows = Records(rows.payloads[b:], rows.keys[b:], rows.lineage[b:])
         return out
@@ -98,13 +105,30 @@ def default_collate(rows: list[Payload]) -> dict[str, np.ndarray]:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchMap:
+    """A function over collated microbatches (``Pipeline.map_batch``); ``rng_base`` is set when it takes ``rng``."""
+
+    fn: Callable[..., dict[str, np.ndarray]]
+    name: str
+    rng_base: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CollateWorker:
-    """The batch stage's worker: one microbatch's rows in, one dict of arrays out."""
+    """The batch stage's worker: one microbatch's rows in, one dict of arrays out (then each map_batch)."""
 
     fn: Collate
+    maps: tuple[BatchMap, ...] = ()
 
-    def __call__(self, rows: list[Payload]) -> list[dict[str, np.ndarray]]:
-        return [self.fn(rows)]
+    def __call__(self, task: Any) -> list[dict[str, np.ndarray]]:
+        keyed = any(m.rng_base is not None for m in self.maps)
+        rows, key = task if keyed else (task, 0)
+        out = self.fn(rows)
+        for m in self.maps:
+            out = m.fn(out, rng=sample_rng(m.rng_base, mix64(key, len(rows)))) if m.rng_base is not None else m.fn(out)
+            if not isinstance(out, dict):
+                raise ConfigError(f"map_batch {m.name!r} must return a dict of arrays, got {type(out).__name__}")
+        return [out]
 
 
 class BatchSpec:
@@ -139,21 +163,32 @@ class BatchSpec:
             raise ConfigError(f"batch: collate must be callable, got {type(collate).__name__}")
         self.microbatch_size = microbatch_size
         self.collate: Collate = collate or default_collate
+        self.maps: tuple[BatchMap, ...] = ()
         self.parallelism = parallelism
         self.runner = runner
         self.timeout_s = check_timeout(timeout_s, "batch")
 
+    def add_map(self, fn: Callable[..., dict[str, np.ndarray]], name: str, rng_base: int | None) -> None:
+        """Run ``fn`` on every collated microbatch, after collation and earlier maps."""
+        self.maps = (*self.maps, BatchMap(fn, name, rng_base))
+
     def config(self) -> dict[str, Any]:
-        return {"microbatch_size": self.microbatch_size, "collate": callable_name(self.collate)}
+        out: dict[str, Any] = {"microbatch_size": self.microbatch_size, "collate": callable_name(self.collate)}
+        if self.maps:  # only when used, so the fingerprint of a plain batch stays what it was
+            out["maps"] = [
+                {"fn": callable_name(m.fn), "name": m.name, "rng": m.rng_base is not None} for m in self.maps
+            ]
+        return out
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "batch", "name": "batch", "config": self.config()}
 
     def new_accumulator(self, lane: int, start: LaneStart | None = None) -> BatchAccumulator:
-        return BatchAccumulator(self.microbatch_size, start or LaneStart())
+        keyed = any(m.rng_base is not None for m in self.maps)
+        return BatchAccumulator(self.microbatch_size, start or LaneStart(), keyed)
 
     def worker(self) -> CollateWorker:
-        return CollateWorker(self.collate)
+        return CollateWorker(self.collate, self.maps)
 
 
 class BatchStage(Stage):
