@@ -1,0 +1,17 @@
+"""Registers the ``lance`` format with Zephon (lazy references: lance is imported only when used)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zephon_core.hookspecs import hookimpl
+
+
+@hookimpl
+def zephon_register_readers(register: Any) -> None:
+    register(
+        name="lance",
+        factory="zephon_lance.reader:LanceReader",
+        detect="zephon_lance.detect:detect",
+        description="Lance datasets (pylance): one shard per fragment at a pinned version, deletions honoured",
+    )
