@@ -26,6 +26,11 @@ def zephon_register_operators(register: Register) -> None:
         description="custom n-to-m operator from init_state/push/flush/transform",
     )
     register(
+        name="decode_text",
+        factory="zephon_core.ops.text:DecodeText",
+        description="bytes -> str with an encoding, error policy and newline normalisation",
+    )
+    register(
         name="shuffle",
         factory="zephon_core.ops.shuffle:Shuffle",
         description="per-lane shuffle buffer with hash-derived draws",
