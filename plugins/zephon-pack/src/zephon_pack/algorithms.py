@@ -20,6 +20,13 @@ checkpoints, tombstones, ``Pipeline.explain`` and ``ensure_mixture`` read, and t
 row is already in the payload. What neither records is where a slice sat *inside* its document
 (a ``wrap`` row may hold a document's tail); training does not need it (positions restart at every
 segment), and a payload field for it would change every collated batch.
+
+Multimodal records (``image_token_id``; :mod:`zephon_pack.multimodal`) are
+:class:`~zephon_pack.multimodal.Segment` objects that slice like the arrays and also answer
+``cut(start, end)``: the last point at or before ``end`` that is not inside an image's placeholder
+run. Wherever an algorithm would cut a document, it cuts there instead, so an image is never split:
+``wrap`` lets the row leave short (padded) when not even the image fits, the bin algorithms give a
+long document rows that stop before such an image, and ``allow_split`` tops a row up only to it.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import numpy as np
 from zephon_core import Accumulator, ConfigError, Records, Work
 from zephon_core.hashing import mix64
 from zephon_core.ops.contract import Emitted, Lineage
+from zephon_pack.multimodal import ImageSpec, read_sample
 
 
 def segment_spans(document_ids: Any, lineage: Lineage) -> list[tuple[int, int, int]]:
@@ -100,13 +108,18 @@ class Row:
 class PackAccumulator(Accumulator):
     """Shared plumbing: read the token field, and turn finished rows into one work item per push."""
 
-    def __init__(self, target_length: int, field: str, mask_field: str | None = None) -> None:
+    def __init__(
+        self, target_length: int, field: str, mask_field: str | None = None, images: ImageSpec | None = None
+    ) -> None:
         self.target = target_length
         self.field = field
         self.mask_field = mask_field
+        self.images = images
 
-    def tokens(self, payload: dict[str, Any]) -> Any:
-        """The document's ids, or a :class:`Masked` pair when the operator packs a mask too."""
+    def tokens(self, payload: dict[str, Any], index: int = 0) -> Any:
+        """The document's ids, or a :class:`Masked` pair when the operator packs a mask too, or a
+        multimodal :class:`~zephon_pack.multimodal.Segment` with ``images`` (``index``: the record's
+        position in its group, so an error names the sample)."""
         try:
             ids = payload[self.field]
         except KeyError:
@@ -114,6 +127,13 @@ class PackAccumulator(Accumulator):
                 f"pack_sequences: record has no field {self.field!r} (fields: {sorted(payload)}); "
                 "tokenize first or pass field="
             ) from None
+        if self.images is not None:
+            try:
+                return read_sample(payload, self.field, self.mask_field, self.images, self.target)
+            except ValueError as exc:
+                err = ConfigError(f"pack_sequences: {exc}")
+                err.index = index  # type: ignore[attr-defined]  # the stage names this record's sample
+                raise err from None
         if self.mask_field is None:
             return ids
         try:
@@ -140,11 +160,14 @@ class PackAccumulator(Accumulator):
 class WrapAccumulator(PackAccumulator):
     """Concatenate documents and cut every ``target_length`` tokens (documents may span rows).
 
-    Padding only appears in the one partial row emitted at a flush sentinel or at the end.
+    Padding only appears in the one partial row emitted at a flush sentinel or at the end, and,
+    for multimodal records, in a row that ends early because an image would straddle its end.
     """
 
-    def __init__(self, target_length: int, field: str, mask_field: str | None = None) -> None:
-        super().__init__(target_length, field, mask_field)
+    def __init__(
+        self, target_length: int, field: str, mask_field: str | None = None, images: ImageSpec | None = None
+    ) -> None:
+        super().__init__(target_length, field, mask_field, images)
         self.row: Row | None = None
 
     def push(self, records: Records) -> list[Emitted]:
@@ -152,8 +175,9 @@ class WrapAccumulator(PackAccumulator):
         rows: list[Row] = []
         dropped = list(records.dropped)
         row = self.row
-        for payload, key, lin in zip(records.payloads, records.keys, records.lineage):
-            arr = self.tokens(payload)
+        images = self.images is not None
+        for pos, (payload, key, lin) in enumerate(zip(records.payloads, records.keys, records.lineage)):
+            arr = self.tokens(payload, pos)
             n = len(arr)
             if not n:
                 dropped.append(lin)
@@ -163,6 +187,12 @@ class WrapAccumulator(PackAccumulator):
                 if row is None:
                     row = Row(mix64(key, off))
                 take = min(n - off, L - row.fill)
+                if images and take < n - off:  # never cut inside an image: the row leaves short instead
+                    take = arr.cut(off, off + take) - off
+                    if not take:  # (row.fill > 0 here: read_sample refuses images longer than a row)
+                        rows.append(row)
+                        row = None
+                        continue
                 row.add(arr[off : off + take] if take != n else arr, lin)
                 off += take
                 if row.fill == L:
@@ -197,8 +227,9 @@ class BinAccumulator(PackAccumulator):
         best_fit: bool,
         allow_split: bool,
         mask_field: str | None = None,
+        images: ImageSpec | None = None,
     ) -> None:
-        super().__init__(target_length, field, mask_field)
+        super().__init__(target_length, field, mask_field, images)
         self.k = num_open_bins
         self.best_fit = best_fit
         self.allow_split = allow_split
@@ -231,8 +262,9 @@ class BinAccumulator(PackAccumulator):
         rows: list[Row] = []
         dropped = list(records.dropped)
         bins = self.bins
-        for payload, key, lin in zip(records.payloads, records.keys, records.lineage):
-            arr = self.tokens(payload)
+        images = self.images is not None
+        for pos, (payload, key, lin) in enumerate(zip(records.payloads, records.keys, records.lineage)):
+            arr = self.tokens(payload, pos)
             n = len(arr)
             if not n:
                 dropped.append(lin)
@@ -240,11 +272,12 @@ class BinAccumulator(PackAccumulator):
             off = 0
             while off < n:
                 r = n - off
-                if r >= L:  # a whole row of this document alone
+                if r >= L:  # a whole row of this document alone (cut before an image that would straddle)
+                    take = arr.cut(off, off + L) - off if images and r > L else L
                     row = Row(mix64(key, off))
-                    row.add(arr[off : off + L] if r != L or off else arr, lin)
+                    row.add(arr[off : off + take] if r != take or off else arr, lin)
                     rows.append(row)
-                    off += L
+                    off += take
                     continue
                 i = self._fit(r)
                 if i < 0 and len(bins) < self.k:
@@ -260,8 +293,11 @@ class BinAccumulator(PackAccumulator):
                 victim = bins.pop(self._fullest())
                 if self.allow_split:
                     take = L - victim.fill
-                    victim.add(arr[off : off + take], lin)
-                    off += take
+                    if images:
+                        take = arr.cut(off, off + take) - off
+                    if take:
+                        victim.add(arr[off : off + take], lin)
+                        off += take
                 rows.append(victim)
         return self.work(rows, dropped)
 

@@ -13,6 +13,7 @@ from zephon_core import Accumulator, ConfigError, Operator, Traits
 from zephon_core.ops.contract import WorkerFn
 from zephon_pack.algorithms import BinAccumulator, WrapAccumulator
 from zephon_pack.assemble import PackWorker
+from zephon_pack.multimodal import IMAGE_DOCUMENT_IDS, ImageSpec, MultimodalPackWorker, check_names
 from zephon_pack.training import PackedTrainingView
 
 ALGORITHMS = ("wrap", "first_fit", "best_fit")
@@ -46,6 +47,21 @@ class PackSequences(Operator):
             ``"loss_mask"`` from ``tokenize_chat``). Rows then carry it (0 on padding) and
             ``to_training()`` sets ``labels`` to ``ignore_index`` where the predicted token's mask
             is 0. Every record must have it. None (default): only the token field is packed.
+        image_token_id: set to pack vision-language samples (``docs/vision-language.md``): the id
+            of the image placeholder token. Each record then declares its images with
+            ``pixel_field`` / ``grid_field`` (what zephon-vision's ``patchify`` writes), its
+            ``input_ids`` hold ``t*h*w // merge_size**2`` placeholders per image, and no image is
+            ever split across rows. Rows gain a loss mask (``mask_field``, or ``"loss_mask"``) that
+            is 0 on placeholders, the row's patches, grids and ``image_document_ids``; batch them
+            with ``collate=zephon_pack.collate_multimodal``. None (default): text only.
+        merge_size: patches per side fused into one LLM token (``patchify``'s ``merge_size``).
+        patch_dim: values per patch, ``channels * temporal_patch_size * patch_size**2``
+            (default Qwen2-VL's ``3 * 2 * 14 * 14``); every sample's patches must have it.
+        pixel_field: the records' patches field (``[n_patches, patch_dim]``).
+        grid_field: the records' grids field (``[n_images, 3]``, ``(t, h, w)`` in patches).
+        token_fields: other token-aligned fields to pack with the ids (0 on padding).
+        drop_fields: fields to discard (default ``("num_tokens",)``, which ``tokenize`` adds).
+            With ``image_token_id``, any other field is an error naming it.
         parallelism: worker count for assembling rows.
         runner: ``"inline"``, ``"threads"`` or ``"processes"`` (default: the pipeline's).
         name: operator name in errors and fingerprints.
@@ -66,6 +82,13 @@ class PackSequences(Operator):
         ignore_index: int = -100,
         mask_document_boundaries: bool = True,
         mask_field: str | None = None,
+        image_token_id: int | None = None,
+        merge_size: int = 2,
+        patch_dim: int = 1176,
+        pixel_field: str = "pixel_values",
+        grid_field: str = "image_grid_thw",
+        token_fields: tuple[str, ...] = (),
+        drop_fields: tuple[str, ...] = ("num_tokens",),
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -98,6 +121,50 @@ class PackSequences(Operator):
         if mask_field in (field, "position_ids", "document_ids", "num_padding"):
             raise ConfigError(f"pack_sequences: mask_field {mask_field!r} would overwrite a field of the packed rows")
         self.mask_field = mask_field
+        self.images: ImageSpec | None = None
+        if image_token_id is not None:
+            self.images = self._image_spec(
+                image_token_id, merge_size, patch_dim, pixel_field, grid_field, token_fields, drop_fields
+            )
+
+    def _image_spec(
+        self,
+        image_token_id: int,
+        merge_size: int,
+        patch_dim: int,
+        pixel_field: str,
+        grid_field: str,
+        token_fields: tuple[str, ...],
+        drop_fields: tuple[str, ...],
+    ) -> ImageSpec:
+        image_token_id = _int("image_token_id", image_token_id, 0)
+        if image_token_id == self.pad_id:
+            raise ConfigError(f"pack_sequences: image_token_id and pad_id are both {image_token_id}")
+        for name, value in (("pixel_field", pixel_field), ("grid_field", grid_field)):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"pack_sequences: {name} must be a non-empty string, got {value!r}")
+        spec = ImageSpec(
+            image_token_id=image_token_id,
+            merge_size=_int("merge_size", merge_size, 1),
+            patch_dim=_int("patch_dim", patch_dim, 1),
+            pixel_field=pixel_field,
+            grid_field=grid_field,
+            token_fields=check_names(token_fields, "token_fields"),
+            drop_fields=check_names(drop_fields, "drop_fields"),
+        )
+        names = [self.field, self.mask_field or "loss_mask", pixel_field, grid_field, *spec.token_fields]
+        reserved = {"position_ids", "document_ids", "num_padding", IMAGE_DOCUMENT_IDS, "num_images", "num_patches"}
+        clash = sorted({n for n in names if names.count(n) > 1 or n in reserved} | (set(spec.drop_fields) & set(names)))
+        if clash:
+            raise ConfigError(f"pack_sequences: field name(s) {clash} used twice or reserved for the packed rows")
+        return spec
+
+    @property
+    def row_mask(self) -> str | None:
+        """The packed rows' mask field: ``mask_field``, or ``"loss_mask"`` for multimodal rows."""
+        if self.mask_field is not None:
+            return self.mask_field
+        return "loss_mask" if self.images is not None else None
 
     def config(self) -> dict[str, Any]:
         config = {
@@ -112,11 +179,13 @@ class PackSequences(Operator):
         }
         if self.mask_field is not None:  # only when used: existing pipelines keep their fingerprints
             config["mask_field"] = self.mask_field
+        if self.images is not None:  # likewise
+            config["images"] = self.images.config()
         return config
 
     def new_accumulator(self, lane: int) -> Accumulator:
         if self.algorithm == "wrap":
-            return WrapAccumulator(self.target_length, self.field, self.mask_field)
+            return WrapAccumulator(self.target_length, self.field, self.mask_field, self.images)
         return BinAccumulator(
             self.target_length,
             self.field,
@@ -124,10 +193,17 @@ class PackSequences(Operator):
             self.algorithm == "best_fit",
             self.allow_split,
             self.mask_field,
+            self.images,
         )
 
     def worker(self) -> WorkerFn:
+        if self.images is not None:
+            assert self.row_mask is not None
+            return MultimodalPackWorker(
+                self.target_length, self.pad_id, self.images, self.row_mask, self.mask_field is not None
+            )
         return PackWorker(self.target_length, self.pad_id, self.mask_field)
 
     def training_view(self) -> PackedTrainingView:
-        return PackedTrainingView(self.ignore_index, self.mask_document_boundaries, self.mask_field)
+        images = None if self.images is None else (self.images.pixel_field, self.images.grid_field)
+        return PackedTrainingView(self.ignore_index, self.mask_document_boundaries, self.row_mask, images)

@@ -23,6 +23,21 @@ With ``mask_field`` (``pack_sequences(..., mask_field="loss_mask")`` after ``tok
 label at position ``i`` is also ``ignore_index`` when the mask of token ``i + 1``, the token it
 predicts, is 0: only assistant tokens are trained on. The mask itself is returned too (uint8
 ``[B, L]``) and ``num_valid_tokens`` counts the labels that remain.
+
+Multimodal rows (``pack_sequences(image_token_id=...)``, batched with
+``collate=zephon_pack.collate_multimodal``) add, besides the fields above (their mask field,
+``"loss_mask"`` unless ``mask_field`` names another, is 0 on image placeholders, so no label ever
+targets a placeholder):
+
+* ``pixel_values`` float32 ``[N, patch_dim]``: every patch of the microbatch, rows in order and
+  images in row order (the order of the placeholder runs in ``input_ids`` flattened row-major, so
+  ``embeds[input_ids == image_token_id] = vision(pixel_values)`` scatters them back);
+* ``image_grid_thw`` int64 ``[I, 3]`` and ``image_document_ids`` int32 ``[I]`` (the segment of its
+  row each image belongs to);
+* ``num_images``, ``num_patches`` int32 ``[B]``: per row (cumulative sums give each row's offsets);
+* ``image_cu_seqlens`` int32 ``[F + 1]``: Qwen2-VL's vision-encoder ``cu_seqlens``, the cumulative
+  patch counts of every frame (``h * w`` per frame, ``t`` frames per image; one frame per still
+  image), starting at 0. Unlike the other arrays it restarts in every microbatch.
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zephon_core import ConfigError
+from zephon_pack.multimodal import IMAGE_DOCUMENT_IDS, image_cu_seqlens
 
 _PACKED_FIELDS = ("input_ids", "position_ids", "document_ids")
 
@@ -43,6 +59,8 @@ class PackedTrainingView:
     ignore_index: int = -100
     mask_document_boundaries: bool = True
     mask_field: str | None = None
+    images: tuple[str, str] | None = None
+    """``(pixel_field, grid_field)`` for multimodal rows."""
 
     def __call__(self, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if not any(k in data for k in _PACKED_FIELDS):
@@ -84,7 +102,24 @@ class PackedTrainingView:
         if mask is not None:
             assert self.mask_field is not None
             out[self.mask_field] = mask
+        if self.images is not None:
+            self._images(data, out)
         return out
+
+    def _images(self, data: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> None:
+        pixel_field, grid_field = self.images  # type: ignore[misc]
+        names = (pixel_field, grid_field, IMAGE_DOCUMENT_IDS, "num_images", "num_patches")
+        missing = [k for k in names if k not in data]
+        pv = data.get(pixel_field)
+        if missing or pv is None or pv.ndim != 2:
+            raise ConfigError(
+                f"pack_sequences training view: multimodal microbatch has fields {sorted(data)}"
+                + (f" (no {missing[0]!r})" if missing else f" ({pixel_field!r} of shape {np.shape(pv)})")
+                + "; batch packed multimodal rows with batch(..., collate=zephon_pack.collate_multimodal)"
+            )
+        for k in names:
+            out[k] = data[k]
+        out["image_cu_seqlens"] = image_cu_seqlens(data[grid_field])
 
 
 def row_cu_seqlens(document_ids: np.ndarray) -> np.ndarray:
