@@ -13,6 +13,8 @@ import collections
 import dataclasses
 import os
 import threading
+import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -20,7 +22,7 @@ from zephon_core import checkpoint as ckpt
 from zephon_core.builder_methods import make_method
 from zephon_core.errors import CheckpointError, ConfigError, PluginError, ZephonError
 from zephon_core.manifest import GROUP_STEPS, ManifestWriter, RecordedIterator, require_pyarrow
-from zephon_core.ops.contract import Lineage, Operator, Payload, check_timeout
+from zephon_core.ops.contract import Lineage, Operator, Payload, Records, check_timeout
 from zephon_core.ops.mapping import check_seed, rng_base, takes_rng
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
 from zephon_core.runtime.batch import BatchSpec, Collate
@@ -38,6 +40,15 @@ from zephon_core.work.lanes import LaneLayout
 from zephon_core.work.prefetch import with_lookahead
 from zephon_core.work.source import check_token_estimates
 from zephon_core.work.steering import LeadGate, effect_chunks
+
+VALIDATION_MODES = ("off", "warn", "strict")
+
+
+def check_validation_mode(mode: Any) -> str:
+    """``options(validate=...)``: probe user-defined steps at start-up (see :mod:`zephon_core.validation`)."""
+    if mode not in VALIDATION_MODES:
+        raise ConfigError(f"option validate must be one of {list(VALIDATION_MODES)}, got {mode!r}")
+    return str(mode)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,8 +92,13 @@ class Options:
     manifest_every_steps: int = GROUP_STEPS
     lane_assignment: str = "modulo"
     lane_seed: int = 0
+    validate: str = "off"
 
-    def validate(self) -> None:
+    def __post_init__(self) -> None:
+        check_validation_mode(self.validate)
+
+    def check(self) -> None:
+        """Validate every option (called by ``Pipeline.options``)."""
         check_timeout(self.timeout_s, "option")
         self._validate_observability()
         c = self.cpu_budget
@@ -141,6 +157,8 @@ class Pipeline:
         self._batch: BatchSpec | None = None
         self._opts = Options()
         self._engine: Engine | None = None
+        self._registered: dict[int, str] = {}  # id(operator) -> registered kind, for steps built by name
+        self._validation: dict[str, Any] = {}
         self._active: WorkSource | None = None
         self._starts: dict[int, LaneStart] = {}
         self._token_estimates: dict[str, float] | None = None
@@ -166,6 +184,7 @@ class Pipeline:
         op = factory(*args, **kwargs)
         if not isinstance(op, Operator):
             raise PluginError(f"operator factory {kind!r} returned {type(op).__name__}, not an Operator")
+        self._registered[id(op)] = kind
         return op
 
     def _check_mutable(self) -> None:
@@ -300,7 +319,7 @@ class Pipeline:
         if unknown:
             raise ConfigError(f"unknown option(s) {sorted(unknown)}; valid options: {sorted(valid)}")
         opts = dataclasses.replace(self._opts, **kwargs)
-        opts.validate()
+        opts.check()
         self.plugins.registry.get("runner", opts.runner)
         self._opts = opts
         return self
@@ -348,7 +367,7 @@ class Pipeline:
         }
 
     def _validate(self) -> BatchSpec:
-        self._opts.validate()
+        self._opts.check()
         if self._batch is None:
             raise ConfigError("the pipeline must end with .batch(microbatch_size=...)")
         for step in self.operators:
@@ -477,6 +496,8 @@ class Pipeline:
         for op in self._ops:
             op.setup(info)
         self._fetch.bind([d.name for d in source.datasets], [d.reader for d in source.datasets])
+        if self._opts.validate != "off":
+            self._validate_steps(source)
         runner, default_timeout = self._opts.runner, self._opts.timeout_s
         fetch_timeout = self._fetch.timeout_s or default_timeout or FETCH_TIMEOUT_S
         plans = [StagePlan(self._fetch, self._fetch.runner or runner, self._fetch.parallelism, fetch_timeout)]
@@ -731,6 +752,33 @@ class Pipeline:
             raise ZephonError("diagnose() needs a running pipeline: iterate it first")
         return diagnose(self.metrics(window_s)["window"])
 
+    def _validate_steps(self, source: WorkSource) -> None:
+        """``options(validate=...)``: probe the user-defined steps on the first records (see :mod:`zephon_core.validation`)."""
+        from zephon_core import validation as v
+
+        t0 = time.perf_counter()
+        chunk = source.chunk(0)
+        records = v.first_records(self._fetch, chunk) if chunk is not None else Records.empty()
+
+        def user_defined(op: Operator) -> bool:
+            kind = self._registered.get(id(op))
+            return kind is None or kind in v.USER_FUNCTION_KINDS
+
+        found = v.probe_pipeline(self._ops, records, user_defined)
+        self._validation = {
+            "mode": self._opts.validate,
+            "records": len(records),
+            "seconds": round(time.perf_counter() - t0, 4),
+            "findings": [str(f) for f in found],
+        }
+        if found and self._opts.validate == "strict":
+            raise ConfigError(
+                "validate='strict': " + "; ".join(str(f) for f in found) + " (the conformance suite's rules, "
+                "probed on the first records; see zephon_core.validation)"
+            )
+        for f in found:
+            warnings.warn(str(f), v.ValidationWarning, stacklevel=3)
+
     def stats(self) -> dict[str, Any]:
         """Run facts: records left over in partial microbatches per lane when the data ended, and which
         dataset ran out at which draw in this rank's lanes (sources with an ``exhaustion_report``)."""
@@ -742,6 +790,7 @@ class Pipeline:
             "chunks_fed": eng.chunks_fed() if eng else 0,
             "exhausted": [str(e) for e in report(self._opts.layout().owned)] if callable(report) else [],
             "skipped_records": self._skipped_records(),
+            "validation": dict(self._validation),
         }
 
     def _skipped_records(self) -> dict[str, int]:
