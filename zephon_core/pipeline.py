@@ -284,12 +284,19 @@ class Pipeline:
         parallelism: int = 1,
         runner: str | None = None,
         timeout_s: float | None = None,
+        drop_last: bool = True,
     ) -> Pipeline:
-        """End the pipeline with microbatches of ``microbatch_size`` rows from one lane each."""
+        """End the pipeline with microbatches of ``microbatch_size`` rows from one lane each.
+
+        ``drop_last=False`` delivers each lane's last rows as a final, smaller microbatch (see
+        :class:`~zephon_core.runtime.batch.BatchSpec`).
+        """
         self._check_mutable()
         if self._batch is not None:
             raise ConfigError("the pipeline already ends with batch(); call it once")
-        self._batch = BatchSpec(microbatch_size, collate, parallelism=parallelism, runner=runner, timeout_s=timeout_s)
+        self._batch = BatchSpec(
+            microbatch_size, collate, parallelism=parallelism, runner=runner, timeout_s=timeout_s, drop_last=drop_last
+        )
         return self
 
     def map_batch(self, fn: Callable[..., dict[str, Any]], *, name: str | None = None, seed: int = 0) -> Pipeline:

@@ -75,6 +75,17 @@ class BatchAccumulator:
             self.rows = rows = Records(rows.payloads[b:], rows.keys[b:], rows.lineage[b:])
         return out
 
+    def finish(self) -> list[Work]:
+        """The lane ended: its held rows as one last, partial microbatch (``batch(drop_last=False)``)."""
+        rows = self.rows
+        if not rows.payloads:
+            return []
+        meta = MicrobatchMeta(self.index, self.cursor.position(0))
+        task = (rows.payloads, rows.keys[0]) if self.keyed else rows.payloads
+        self.index += 1
+        self.rows = Records.empty()
+        return [Work(task, rows.keys, rows.lineage, rows.dropped, meta)]
+
 
 def default_collate(rows: list[Payload]) -> dict[str, np.ndarray]:
     """Stack each field of the rows into one array; strings become a fixed-width unicode array."""
@@ -140,6 +151,10 @@ class BatchSpec:
         parallelism: collation workers.
         runner: where collation runs (default: the pipeline's runner).
         timeout_s: limit for one microbatch's collation (default: the pipeline's ``timeout_s`` option).
+        drop_last: False delivers each lane's last rows as a final, smaller microbatch instead of
+            leaving them over. It is a function of the lane's data, so it is the same on every world
+            size and after any resume; the multiplexer delivers it in the last round only if every lane
+            of that round has a microbatch (full or partial), as for any round.
     """
 
     name = "batch"
@@ -154,7 +169,10 @@ class BatchSpec:
         parallelism: int = 1,
         runner: str | None = None,
         timeout_s: float | None = None,
+        drop_last: bool = True,
     ) -> None:
+        if not isinstance(drop_last, bool):
+            raise ConfigError(f"batch: drop_last must be True or False, got {drop_last!r}")
         if not isinstance(microbatch_size, int) or isinstance(microbatch_size, bool) or microbatch_size < 1:
             raise ConfigError(f"batch: microbatch_size must be an int >= 1, got {microbatch_size!r}")
         if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
@@ -164,6 +182,7 @@ class BatchSpec:
         self.microbatch_size = microbatch_size
         self.collate: Collate = collate or default_collate
         self.maps: tuple[BatchMap, ...] = ()
+        self.drop_last = drop_last
         self.parallelism = parallelism
         self.runner = runner
         self.timeout_s = check_timeout(timeout_s, "batch")
@@ -174,6 +193,8 @@ class BatchSpec:
 
     def config(self) -> dict[str, Any]:
         out: dict[str, Any] = {"microbatch_size": self.microbatch_size, "collate": callable_name(self.collate)}
+        if not self.drop_last:
+            out["drop_last"] = False
         if self.maps:  # only when used, so the fingerprint of a plain batch stays what it was
             out["maps"] = [
                 {"fn": callable_name(m.fn), "name": m.name, "rng": m.rng_base is not None} for m in self.maps
@@ -250,6 +271,8 @@ class BatchStage(Stage):
 
     def _on_lane_end(self, msg: Message) -> None:
         acc = self.lanes.pop(msg.lane, None)
+        if acc is not None and not self.batch.drop_last:
+            self._submit(msg, list(acc.finish()))
         self.ctx.put(self.pending, Pending(msg.with_body(acc.held if acc is not None else 0)))
 
     def _convert(self, msg: Message, result: Any, work: Work) -> SampleBatch:
