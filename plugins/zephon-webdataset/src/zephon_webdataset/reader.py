@@ -12,7 +12,6 @@ checksum and size), so an index that disagrees with the bytes, or a corrupt head
 from __future__ import annotations
 
 import os
-import tarfile
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -454,14 +453,9 @@ def _header_ok(block: memoryview, size: int) -> bool:
     if len(block) != BLOCK:
         return False
     raw = bytes(block)
-    try:
-        stored = tarfile.nti(raw[148:156])
-    except tarfile.HeaderError:
-        return False
-    if stored not in tarfile.calc_chksums(raw):
+    if not tarindex.checksum_ok(raw):
         return False
     try:
-        in_header = tarfile.nti(raw[124:136])
-    except tarfile.HeaderError:
+        return tarindex.number(raw[124:136]) == size or size >= 8**11  # larger sizes may live in a PAX record only
+    except ValueError:
         return False
-    return in_header == size or size >= 8**11  # larger sizes may live in a PAX record only

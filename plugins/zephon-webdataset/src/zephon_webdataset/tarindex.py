@@ -26,10 +26,9 @@ import json
 import os
 import re
 import struct
-import tarfile
 import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -117,75 +116,146 @@ def scan(f: IO[bytes], size: int, name: str) -> tuple[list[int], list[str], list
     data: list[int] = []
     sizes: list[int] = []
     fields: list[str] = []
-    seen: dict[str, int] = {}
+    seen: set[str] = set()
     current: str | None = None
     current_fields: set[str] = set()
-    f.seek(0)  # tarfile starts at the file's current position
-    try:
-        tf = tarfile.open(fileobj=f, mode="r:")
-    except tarfile.ReadError as exc:
-        raise ReaderError(f"{name}: not a readable tar file ({exc})") from None
-    except EOFError:
-        raise ReaderError(f"{name}: not a readable tar file (ends inside the first header): truncated") from None
-    with tf:
-        while True:
-            try:
-                info = tf.next()
-            except (tarfile.TarError, EOFError, UnicodeDecodeError) as exc:
-                raise ReaderError(f"{name}: corrupt tar header near byte {tf.offset} ({exc})") from None
-            if info is None:
-                break
-            tf.members = []  # keep memory flat on large shards (only headers are looked at)
-            end = info.offset_data + info.size
-            if end > size:
+    for member, offset, length, regular in walk(f, size, name):
+        if not regular or _META.match(member):
+            continue
+        parts = split_name(member)
+        if parts is None:
+            continue
+        key, field = parts
+        if key != current:
+            if key in seen:
                 raise ReaderError(
-                    f"{name}: member {info.name!r} needs bytes up to {end} but the file has {size}: truncated"
+                    f"{name}: the members of sample {key!r} are not contiguous (it reappears at "
+                    f"{member!r} after other samples); WebDataset groups a sample's files together"
                 )
-            if not info.isreg() or _META.match(info.name):
-                continue
-            parts = split_name(info.name)
-            if parts is None:
-                continue
-            key, field = parts
-            if key != current:
-                if key in seen:
-                    raise ReaderError(
-                        f"{name}: the members of sample {key!r} are not contiguous (it reappears at "
-                        f"{info.name!r} after other samples); WebDataset groups a sample's files together"
-                    )
-                seen[key] = len(keys)
-                first.append(len(data))
-                keys.append(key)
-                current, current_fields = key, set()
-            if field in current_fields:
-                raise ReaderError(f"{name}: sample {key!r} has field {field!r} twice ({info.name!r})")
-            current_fields.add(field)
-            data.append(info.offset_data)
-            sizes.append(info.size)
-            fields.append(field)
-        stop = tf.offset
-    _check_end(f, stop, size, name)
+            seen.add(key)
+            first.append(len(data))
+            keys.append(key)
+            current, current_fields = key, set()
+        if field in current_fields:
+            raise ReaderError(f"{name}: sample {key!r} has field {field!r} twice ({member!r})")
+        current_fields.add(field)
+        data.append(offset)
+        sizes.append(length)
+        fields.append(field)
     first.append(len(data))
     return first, keys, data, sizes, fields
 
 
-def _check_end(f: IO[bytes], stop: int, size: int, name: str) -> None:
-    """The walk stopped at the end-of-archive zero block, not at a bad header or the end of the file.
+_ZERO = bytes(BLOCK)
+_REGULAR = (b"0", b"\0", b"7")
+"""Type flags of regular files (``7`` is a contiguous file), as :mod:`tarfile` counts them."""
 
-    :mod:`tarfile` ends iteration quietly at an invalid or cut header after the first, which would
-    drop every sample behind it; both are errors here. Tar writers (``tarfile``, GNU tar,
-    WebDataset's ``TarWriter``) always end an archive with zero blocks, so a file that ends
-    without one was cut at a member boundary.
+
+def walk(f: IO[bytes], size: int, name: str) -> Iterator[tuple[str, int, int, bool]]:
+    """``(member name, payload offset, payload size, is a regular file)`` for every member, from headers only.
+
+    Handles ustar (with its name prefix), PAX extended headers (``path``, ``size``) and GNU long
+    names; every header's checksum is verified. Payloads are seeked over, never read. Tar writers
+    (``tarfile``, GNU tar, WebDataset's ``TarWriter``) end an archive with zero blocks, so a file
+    that ends without one was cut short, even exactly between two members.
+
+    Raises:
+        ReaderError: naming ``name``: not a tar, a corrupt header, or truncated.
     """
-    f.seek(stop)
-    block = f.read(BLOCK)
-    if len(block) == BLOCK and not block.strip(b"\0"):
-        return
-    if len(block) < BLOCK:
-        raise ReaderError(
-            f"{name}: ends at byte {size} without the tar end-of-archive block (after byte {stop}): truncated"
-        )
-    raise ReaderError(f"{name}: corrupt tar header at byte {stop} (the samples behind it cannot be read)")
+    pos = 0
+    long_name: str | None = None
+    pax: dict[str, str] = {}
+    while True:
+        f.seek(pos)
+        block = f.read(BLOCK)
+        if len(block) < BLOCK:
+            if pos == 0:
+                raise ReaderError(f"{name}: not a readable tar file ({size} bytes, no complete header)")
+            raise ReaderError(
+                f"{name}: ends at byte {size} without the tar end-of-archive block (after byte {pos}): truncated"
+            )
+        if block == _ZERO:
+            return
+        if not checksum_ok(block):
+            if pos == 0:
+                raise ReaderError(f"{name}: not a readable tar file (bad header checksum at byte 0)")
+            raise ReaderError(f"{name}: corrupt tar header at byte {pos} (the samples behind it cannot be read)")
+        try:
+            length = number(block[124:136])
+        except ValueError:
+            raise ReaderError(f"{name}: corrupt tar header at byte {pos} (bad size field)") from None
+        kind = block[156:157]
+        start = pos + BLOCK
+        if kind in (b"x", b"g", b"L", b"K"):  # extended headers: their payload is header data
+            if start + length > size:
+                raise ReaderError(f"{name}: extended tar header at byte {pos} runs past the end: truncated")
+            f.seek(start)
+            ext = f.read(length)
+            if kind == b"x":
+                pax = _pax_records(ext, name, pos)
+            elif kind == b"L":
+                long_name = ext.split(b"\0", 1)[0].decode("utf-8", "replace")
+        else:
+            member = pax.get("path") or long_name or _ustar_name(block)
+            if "size" in pax:
+                length = int(pax["size"])
+            if start + length > size:
+                raise ReaderError(
+                    f"{name}: member {member!r} needs bytes up to {start + length} but the file has {size}: truncated"
+                )
+            yield member, start, length, kind in _REGULAR
+            pax, long_name = {}, None
+        pos = start + -(-length // BLOCK) * BLOCK
+
+
+def checksum_ok(block: bytes) -> bool:
+    """The header checksum: the sum of its bytes with the checksum field counted as spaces."""
+    try:
+        stored = int(block[148:156].split(b"\0", 1)[0].strip() or b"0", 8)
+    except ValueError:
+        return False
+    unsigned = sum(block) - sum(block[148:156]) + 256
+    if stored == unsigned:
+        return True
+    signed = unsigned - 2 * sum(b for b in block if b > 127)  # some old writers summed signed chars
+    return stored == signed
+
+
+def number(field: bytes) -> int:
+    """A tar numeric field: NUL/space-terminated octal, or GNU base-256 (high bit of the first byte set)."""
+    if field[:1] in (b"\x80", b"\xff"):
+        n = int.from_bytes(field[1:], "big")
+        return n if field[0] == 0x80 else n - 256 ** (len(field) - 1)
+    text = field.split(b"\0", 1)[0].strip()
+    return int(text, 8) if text else 0
+
+
+def _ustar_name(block: bytes) -> str:
+    raw = block[:100].split(b"\0", 1)[0]
+    if block[257:262] == b"ustar":
+        prefix = block[345:500].split(b"\0", 1)[0]
+        if prefix:
+            raw = prefix + b"/" + raw
+    return raw.decode("utf-8", "replace")
+
+
+def _pax_records(data: bytes, name: str, pos: int) -> dict[str, str]:
+    """``"<len> key=value\\n"`` records of a PAX header."""
+    out: dict[str, str] = {}
+    i = 0
+    try:
+        while i < len(data) and data[i : i + 1] != b"\0":
+            space = data.index(b" ", i)
+            n = int(data[i:space])
+            record = data[space + 1 : i + n]
+            if n <= 0 or not record.endswith(b"\n"):
+                raise ValueError("bad record")
+            key, _, value = record[:-1].partition(b"=")
+            out[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+            i += n
+    except ValueError:
+        raise ReaderError(f"{name}: corrupt PAX header at byte {pos}") from None
+    return out
 
 
 def build(f: IO[bytes], source: Identity, name: str) -> TarIndex:
