@@ -30,4 +30,5 @@ def test_key_rule() -> None:
     assert split_name("dir/abc.seg.PNG") == ("dir/abc", "seg.png")
     assert split_name("d.x/abc.txt") == ("d.x/abc", "txt")  # dots in folders do not count
     assert split_name("dir/README") is None
-    assert split_name("dir/.hidden") is None
+    assert split_name("a.b/README") is None
+    assert split_name("dir/.hidden") == ("dir/", "hidden")  # as webdataset's base_plus_ext has it

@@ -46,13 +46,14 @@ _META = re.compile(r"__[^/]*__($|/)")
 """Names WebDataset skips entirely (``__key__``-style metadata members)."""
 
 
+_KEY = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+"""WebDataset's own ``base_plus_ext`` rule: the key ends at the first dot of the base name."""
+
+
 def split_name(name: str) -> tuple[str, str] | None:
-    """``dir/abc.seg.png`` -> ``("dir/abc", "seg.png")`` (WebDataset's rule); None for a name without a dot."""
-    slash = name.rfind("/") + 1
-    dot = name.find(".", slash)
-    if dot <= slash or dot == len(name) - 1:
-        return None
-    return name[:dot], name[dot + 1 :].lower()
+    """``dir/abc.seg.png`` -> ``("dir/abc", "seg.png")`` (WebDataset's rule, extension lower-cased); None without one."""
+    m = _KEY.match(name)
+    return (m.group(1), m.group(2).lower()) if m else None
 
 
 @dataclass(frozen=True)
