@@ -42,6 +42,8 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("reader", "litdata"): "zephon-litdata",
     ("reader", "mds"): "zephon-mds",
     ("reader", "hf"): "zephon-hf",
+    ("reader", "lance"): "zephon-lance",
+    ("reader", "webdataset"): "zephon-webdataset",
     **{("operator", op): "zephon-vision" for op in ("decode_image", "resize", "center_crop", "random_resized_crop", "horizontal_flip", "normalize", "patchify")},
     ("demo", "text"): "zephon-demo",
 }
