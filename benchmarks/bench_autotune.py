@@ -51,7 +51,8 @@ def count_collate(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 def texts() -> list[str]:
     from zephon_core.testing.corpus import english_texts, technical_texts
 
-    return [t[:4000] for t in [*english_texts(), *technical_texts()]]
+    paras = [*english_texts(), *technical_texts()]
+    return ["\n\n".join(paras[i : i + 8]) for i in range(0, len(paras) - 7, 8)]  # documents of ~1,400 chars
 
 
 def build(records: list[dict[str, Any]], norm: int, tok: int, **options: Any) -> Pipeline:

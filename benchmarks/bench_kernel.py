@@ -132,7 +132,9 @@ def metrics_overhead(samples: int, repeats: int) -> None:
             for mode in ("on", "off") if r % 2 == 0 else ("off", "on"):
                 env = dict(os.environ, ZEPHON_METRICS=mode)
                 cmd = [sys.executable, __file__, "--child", runner, str(par), "--samples", str(samples)]
-                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+                out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                if out.returncode:
+                    raise SystemExit(f"{runner}/{par} with metrics {mode} failed:\n{out.stderr[-3000:]}")
                 res = json.loads(out.stdout.strip().splitlines()[-1])
                 assert res["metrics"] == (mode == "on"), res
                 got[mode].append(res)
