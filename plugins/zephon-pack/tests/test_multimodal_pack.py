@@ -116,7 +116,7 @@ def reference() -> dict[int, dict[str, np.ndarray]]:
     return out
 
 
-VARIANTS = [("wrap", None), ("first_fit", False), ("best_fit", False), ("best_fit", True)]
+VARIANTS = [("wrap", None), ("first_fit", False), ("best_fit", False), ("best_fit", True), ("best_fit_wrap", True)]
 
 
 @pytest.mark.parametrize(("algorithm", "allow_split"), VARIANTS)

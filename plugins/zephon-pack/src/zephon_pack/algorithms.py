@@ -1,5 +1,10 @@
 """Packing decisions: which slices of which documents form each row, from lengths only.
 
+One :class:`Packer` per algorithm (``wrap``, ``first_fit``/``best_fit``, ``best_fit_wrap``) holds
+the open rows of one lane, or of one group of a lane with ``group_by``; what happens to a document
+before it reaches a packer (length, drops, placement order, groups) is
+:mod:`zephon_pack.accumulator`.
+
 The accumulators never copy tokens. A row under construction is a list of slices (numpy views)
 of the incoming documents plus their lineage; a finished row goes to the workers, which assemble
 the arrays. Per document the accumulator does a handful of Python operations, because this code
@@ -36,10 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from zephon_core import Accumulator, ConfigError, Records, Work
 from zephon_core.hashing import mix64
-from zephon_core.ops.contract import Emitted, Lineage
-from zephon_pack.multimodal import ImageSpec, read_sample
+from zephon_core.ops.contract import Lineage
 
 
 def segment_spans(document_ids: Any, lineage: Lineage) -> list[tuple[int, int, int]]:
@@ -98,6 +101,8 @@ class Row:
     segments: list[Any] = field(default_factory=list)
     lineage: list[int] = field(default_factory=list)
     fill: int = 0
+    born: int = 0
+    """``best_fit_wrap``: the packer's document count when the row opened (for ``max_candidate_age``)."""
 
     def add(self, tokens: Any, lineage: Lineage) -> None:
         self.segments.append(tokens)
@@ -105,112 +110,74 @@ class Row:
         self.fill += len(tokens)
 
 
-class PackAccumulator(Accumulator):
-    """Shared plumbing: read the token field, and turn finished rows into one work item per push."""
+class Packer:
+    """One algorithm's open rows for one lane (or one group of a lane, with ``group_by``).
 
-    def __init__(
-        self, target_length: int, field: str, mask_field: str | None = None, images: ImageSpec | None = None
-    ) -> None:
-        self.target = target_length
-        self.field = field
-        self.mask_field = mask_field
-        self.images = images
-
-    def tokens(self, payload: dict[str, Any], index: int = 0) -> Any:
-        """The document's ids, or a :class:`Masked` pair when the operator packs a mask too, or a
-        multimodal :class:`~zephon_pack.multimodal.Segment` with ``images`` (``index``: the record's
-        position in its group, so an error names the sample)."""
-        try:
-            ids = payload[self.field]
-        except KeyError:
-            raise ConfigError(
-                f"pack_sequences: record has no field {self.field!r} (fields: {sorted(payload)}); "
-                "tokenize first or pass field="
-            ) from None
-        if self.images is not None:
-            try:
-                return read_sample(payload, self.field, self.mask_field, self.images, self.target)
-            except ValueError as exc:
-                err = ConfigError(f"pack_sequences: {exc}")
-                err.index = index  # type: ignore[attr-defined]  # the stage names this record's sample
-                raise err from None
-        if self.mask_field is None:
-            return ids
-        try:
-            mask = payload[self.mask_field]
-        except KeyError:
-            raise ConfigError(
-                f"pack_sequences: record has no mask field {self.mask_field!r} (fields: {sorted(payload)}); "
-                "use tokenize_chat (or add the field) before pack_sequences, or pass mask_field=None"
-            ) from None
-        if np.ndim(mask) != 1 or len(mask) != len(ids):
-            raise ConfigError(
-                f"pack_sequences: mask field {self.mask_field!r} has shape {np.shape(mask)} for {len(ids)} tokens; "
-                "it must hold one value per token"
-            )
-        return Masked(ids, mask)
-
-    @staticmethod
-    def work(rows: list[Row], dropped: list[Lineage]) -> list[Emitted]:
-        if not rows:
-            return [Records([], [], [], dropped)] if dropped else []
-        return [Work([r.segments for r in rows], [r.key for r in rows], [tuple(r.lineage) for r in rows], dropped)]
-
-
-class WrapAccumulator(PackAccumulator):
-    """Concatenate documents and cut every ``target_length`` tokens (documents may span rows).
-
-    Padding only appears in the one partial row emitted at a flush sentinel or at the end, and,
-    for multimodal records, in a row that ends early because an image would straddle its end.
+    :meth:`place` takes one non-empty document (its token slices answer ``len`` and slicing, and
+    ``cut`` when ``images``) and appends every row it closes to ``out``, in the order they close.
+    ``cap`` is ``max_sequences_per_bin``: a row that reaches it leaves at once, padded.
     """
 
-    def __init__(
-        self, target_length: int, field: str, mask_field: str | None = None, images: ImageSpec | None = None
-    ) -> None:
-        super().__init__(target_length, field, mask_field, images)
+    def __init__(self, target: int, images: bool, cap: int | None) -> None:
+        self.target = target
+        self.images = images
+        self.cap = cap
+
+    def place(self, arr: Any, key: int, lin: Lineage, out: list[Row]) -> None:
+        raise NotImplementedError
+
+    def flush(self, out: list[Row]) -> None:
+        raise NotImplementedError
+
+    def state(self) -> Any:
+        raise NotImplementedError
+
+
+class WrapPacker(Packer):
+    """Concatenate documents and cut every ``target_length`` tokens (documents may span rows).
+
+    Padding only appears in the one partial row emitted at a flush sentinel or at the end, for
+    multimodal records in a row that ends early because an image would straddle its end, and in a
+    row that reaches ``max_sequences_per_bin`` documents.
+    """
+
+    def __init__(self, target: int, images: bool, cap: int | None) -> None:
+        super().__init__(target, images, cap)
         self.row: Row | None = None
 
-    def push(self, records: Records) -> list[Emitted]:
+    def place(self, arr: Any, key: int, lin: Lineage, out: list[Row]) -> None:
         L = self.target
-        rows: list[Row] = []
-        dropped = list(records.dropped)
+        n = len(arr)
         row = self.row
-        images = self.images is not None
-        for pos, (payload, key, lin) in enumerate(zip(records.payloads, records.keys, records.lineage)):
-            arr = self.tokens(payload, pos)
-            n = len(arr)
-            if not n:
-                dropped.append(lin)
-                continue
-            off = 0
-            while off < n:
-                if row is None:
-                    row = Row(mix64(key, off))
-                take = min(n - off, L - row.fill)
-                if images and take < n - off:  # never cut inside an image: the row leaves short instead
-                    take = arr.cut(off, off + take) - off
-                    if not take:  # (row.fill > 0 here: read_sample refuses images longer than a row)
-                        rows.append(row)
-                        row = None
-                        continue
-                row.add(arr[off : off + take] if take != n else arr, lin)
-                off += take
-                if row.fill == L:
-                    rows.append(row)
+        off = 0
+        while off < n:
+            if row is None:
+                row = Row(mix64(key, off))
+            take = min(n - off, L - row.fill)
+            if self.images and take < n - off:  # never cut inside an image: the row leaves short instead
+                take = arr.cut(off, off + take) - off
+                if not take:  # (row.fill > 0 here: read_sample refuses images longer than a row)
+                    out.append(row)
                     row = None
+                    continue
+            row.add(arr[off : off + take] if take != n else arr, lin)
+            off += take
+            if row.fill == L or len(row.segments) == self.cap:
+                out.append(row)
+                row = None
         self.row = row
-        return self.work(rows, dropped)
 
-    def flush(self) -> list[Emitted]:
-        row, self.row = self.row, None
-        return self.work([row] if row is not None else [], [])
+    def flush(self, out: list[Row]) -> None:
+        if self.row is not None:
+            out.append(self.row)
+        self.row = None
 
     def state(self) -> Any:
         return {"fill": self.row.fill if self.row else 0}
 
 
-class BinAccumulator(PackAccumulator):
-    """Online bin packing with at most ``num_open_bins`` open rows per lane.
+class BinPacker(Packer):
+    """Online bin packing with at most ``num_open_bins`` open rows.
 
     A document goes into the first open bin it fits (``first_fit``) or the one it fills most
     tightly (``best_fit``; ties to the oldest). A bin that becomes exactly full leaves at once.
@@ -220,16 +187,9 @@ class BinAccumulator(PackAccumulator):
     """
 
     def __init__(
-        self,
-        target_length: int,
-        field: str,
-        num_open_bins: int,
-        best_fit: bool,
-        allow_split: bool,
-        mask_field: str | None = None,
-        images: ImageSpec | None = None,
+        self, target: int, images: bool, cap: int | None, num_open_bins: int, best_fit: bool, allow_split: bool
     ) -> None:
-        super().__init__(target_length, field, mask_field, images)
+        super().__init__(target, images, cap)
         self.k = num_open_bins
         self.best_fit = best_fit
         self.allow_split = allow_split
@@ -243,11 +203,7 @@ class BinAccumulator(PackAccumulator):
                 if b.fill <= room_needed:
                     return i
             return -1
-        best, best_fill = -1, -1
-        for i, b in enumerate(bins):
-            if best_fill < b.fill <= room_needed:
-                best, best_fill = i, b.fill
-        return best
+        return best_fit(bins, room_needed)
 
     def _fullest(self) -> int:
         bins = self.bins
@@ -257,53 +213,128 @@ class BinAccumulator(PackAccumulator):
                 best = i
         return best
 
-    def push(self, records: Records) -> list[Emitted]:
+    def place(self, arr: Any, key: int, lin: Lineage, out: list[Row]) -> None:
         L = self.target
-        rows: list[Row] = []
-        dropped = list(records.dropped)
         bins = self.bins
-        images = self.images is not None
-        for pos, (payload, key, lin) in enumerate(zip(records.payloads, records.keys, records.lineage)):
-            arr = self.tokens(payload, pos)
-            n = len(arr)
-            if not n:
-                dropped.append(lin)
+        n = len(arr)
+        off = 0
+        while off < n:
+            r = n - off
+            if r >= L:  # a whole row of this document alone (cut before an image that would straddle)
+                take = arr.cut(off, off + L) - off if self.images and r > L else L
+                row = Row(mix64(key, off))
+                row.add(arr[off : off + take] if r != take or off else arr, lin)
+                out.append(row)
+                off += take
                 continue
-            off = 0
-            while off < n:
-                r = n - off
-                if r >= L:  # a whole row of this document alone (cut before an image that would straddle)
-                    take = arr.cut(off, off + L) - off if images and r > L else L
-                    row = Row(mix64(key, off))
-                    row.add(arr[off : off + take] if r != take or off else arr, lin)
-                    rows.append(row)
+            i = self._fit(r)
+            if i < 0 and len(bins) < self.k:
+                bins.append(Row(mix64(key, off)))
+                i = len(bins) - 1
+            if i >= 0:
+                b = bins[i]
+                b.add(arr[off:] if off else arr, lin)
+                off = n
+                if b.fill == L or len(b.segments) == self.cap:
+                    out.append(bins.pop(i))
+                continue
+            victim = bins.pop(self._fullest())
+            if self.allow_split:
+                take = L - victim.fill
+                if self.images:
+                    take = arr.cut(off, off + take) - off
+                if take:
+                    victim.add(arr[off : off + take], lin)
                     off += take
-                    continue
-                i = self._fit(r)
-                if i < 0 and len(bins) < self.k:
-                    bins.append(Row(mix64(key, off)))
-                    i = len(bins) - 1
-                if i >= 0:
-                    b = bins[i]
-                    b.add(arr[off:] if off else arr, lin)
-                    off = n
-                    if b.fill == L:
-                        rows.append(bins.pop(i))
-                    continue
-                victim = bins.pop(self._fullest())
-                if self.allow_split:
-                    take = L - victim.fill
-                    if images:
-                        take = arr.cut(off, off + take) - off
-                    if take:
-                        victim.add(arr[off : off + take], lin)
-                        off += take
-                rows.append(victim)
-        return self.work(rows, dropped)
+            out.append(victim)
 
-    def flush(self) -> list[Emitted]:
-        rows, self.bins = self.bins, []
-        return self.work(rows, [])
+    def flush(self, out: list[Row]) -> None:
+        out.extend(self.bins)
+        self.bins = []
 
     def state(self) -> Any:
         return {"fills": [b.fill for b in self.bins]}
+
+
+def best_fit(rows: list[Row], room_needed: int) -> int:
+    """Index of the fullest row with ``fill <= room_needed`` (ties: the oldest), or -1."""
+    best, best_fill = -1, -1
+    for i, b in enumerate(rows):
+        if best_fill < b.fill <= room_needed:
+            best, best_fill = i, b.fill
+    return best
+
+
+class BestFitWrapPacker(Packer):
+    """Best fit over a bounded pool of open rows whose leftovers wrap.
+
+    A document goes whole into the open row it fills most tightly (ties: the oldest). If it fits
+    none, it opens a new row while fewer than ``candidate_pool_size`` are open; otherwise it tops up
+    the emptiest row (ties: the oldest), which leaves full, and its remainder continues in a new
+    row (a remainder longer than a row fills whole rows first). A row that becomes full, or reaches
+    ``max_sequences_per_bin`` documents, leaves at once. With ``max_candidate_age``, a row that has
+    stayed open while more than that many documents arrived (counting the one that opened it as 0)
+    leaves padded, oldest first, after the document that made it too old. So at most
+    ``candidate_pool_size`` rows are held, each for a bounded number of documents, and padding
+    appears only at those age-outs, at flushes, at a cap, and (multimodal) where a wrap would cut
+    an image: the row then leaves short and the image starts the next row.
+    """
+
+    def __init__(
+        self, target: int, images: bool, cap: int | None, candidate_pool_size: int, max_age: int | None
+    ) -> None:
+        super().__init__(target, images, cap)
+        self.k = candidate_pool_size
+        self.max_age = max_age
+        self.rows: list[Row] = []  # in the order they opened
+        self.docs = 0
+
+    def place(self, arr: Any, key: int, lin: Lineage, out: list[Row]) -> None:
+        L = self.target
+        rows = self.rows
+        n = len(arr)
+        self.docs += 1
+        i = best_fit(rows, L - n) if n < L else -1
+        if i >= 0:
+            b = rows[i]
+            b.add(arr, lin)
+            if b.fill == L or len(b.segments) == self.cap:
+                out.append(rows.pop(i))
+        else:
+            off = 0
+            while off < n:
+                r = n - off
+                if len(rows) < self.k:  # a new row (always room for the remainder of a wrap)
+                    i = len(rows)
+                    rows.append(Row(mix64(key, off), born=self.docs))
+                else:
+                    i = emptiest(rows)
+                row = rows[i]
+                take = min(r, L - row.fill)
+                if self.images and take < r:
+                    take = arr.cut(off, off + take) - off
+                if take:
+                    row.add(arr[off : off + take] if take != n else arr, lin)
+                    off += take
+                if off < n or row.fill == L or len(row.segments) == self.cap:
+                    out.append(rows.pop(i))
+        if self.max_age is not None:
+            oldest = self.docs - self.max_age
+            while rows and rows[0].born < oldest:
+                out.append(rows.pop(0))
+
+    def flush(self, out: list[Row]) -> None:
+        out.extend(self.rows)
+        self.rows = []
+
+    def state(self) -> Any:
+        return {"fills": [b.fill for b in self.rows], "ages": [self.docs - b.born for b in self.rows]}
+
+
+def emptiest(rows: list[Row]) -> int:
+    """Index of the emptiest row (ties: the oldest)."""
+    best = 0
+    for i in range(1, len(rows)):
+        if rows[i].fill < rows[best].fill:
+            best = i
+    return best

@@ -7,16 +7,19 @@ leave padded and the lane starts clean, so replay from a sentinel rebuilds the p
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any, Literal
 
 from zephon_core import Accumulator, ConfigError, Operator, Traits
-from zephon_core.ops.contract import WorkerFn
-from zephon_pack.algorithms import BinAccumulator, WrapAccumulator
+from zephon_core.ops.contract import WorkerFn, callable_name
+from zephon_pack.accumulator import DATASET, PackAccumulator, PackPlan
 from zephon_pack.assemble import PackWorker
 from zephon_pack.multimodal import IMAGE_DOCUMENT_IDS, ImageSpec, MultimodalPackWorker, check_names
 from zephon_pack.training import PackedTrainingView
 
-ALGORITHMS = ("wrap", "first_fit", "best_fit")
+ALGORITHMS = ("wrap", "first_fit", "best_fit", "best_fit_wrap")
+ORDERS = ("arrival", "length", "random")
 
 
 def _int(name: str, value: Any, minimum: int | None = None) -> int:
@@ -35,9 +38,33 @@ class PackSequences(Operator):
             (no padding except at flushes; documents span rows). ``"first_fit"`` / ``"best_fit"``
             keep up to ``num_open_bins`` rows open and place each document whole into the first /
             tightest one it fits (documents stay whole unless longer than a row, or ``allow_split``).
+            ``"best_fit_wrap"`` does best fit over a pool of ``candidate_pool_size`` open rows, and
+            a document that fits none tops up the emptiest row and continues in a new one (almost
+            no padding, few documents split; :class:`~zephon_pack.algorithms.BestFitWrapPacker`).
         num_open_bins: open rows per lane for the bin algorithms (more: less padding, more memory).
         allow_split: bin algorithms only: top up a row with the head of a document that does not
-            fit before the row leaves, instead of padding it. ``wrap`` always splits.
+            fit before the row leaves, instead of padding it. ``wrap`` and ``best_fit_wrap`` always split.
+        candidate_pool_size: ``best_fit_wrap`` only: open rows considered (default ``num_open_bins``).
+        max_candidate_age: ``best_fit_wrap`` only: a row still open after more than this many further
+            documents leaves, padded (bounds how long a document waits). None: no bound.
+        group_by: homogeneous packing: only documents of one group share a row. A field name (its
+            value, a str, int or bytes, is the group), or ``"dataset"``: the dataset each sample was
+            drawn from (read off the record's lineage, so no field is needed). Each group is packed
+            independently, with its own open rows, per lane (emission order:
+            :mod:`zephon_pack.accumulator`).
+        max_sequences_per_bin: at most this many documents (segments) per row; a row that reaches
+            it leaves at once, padded. None: no cap.
+        drop_oversized: drop a document longer than ``target_length`` (a tombstone keeps its
+            lineage) instead of splitting it, which is the default.
+        length_fn: a module-level function ``payload -> int`` giving a document's length in tokens,
+            used instead of ``len(payload[field])``; it must return 0 .. that length, and a shorter
+            length packs only the document's first that-many tokens (with images, cut back so no
+            image is cut). In the fingerprint by its qualified name.
+        order: the order documents are placed in within each order window: ``"arrival"``
+            (default), ``"length"`` (longest first, ties in arrival order) or ``"random"`` (a hash
+            of ``seed``, the lane and the record key). Documents never move across a flush.
+        order_window: documents per order window (``order`` other than ``"arrival"``).
+        seed: seed of ``order="random"``.
         pad_id: token id of padding.
         field: the payload field holding the token ids.
         ignore_index: label value of positions that must not be trained on.
@@ -73,11 +100,20 @@ class PackSequences(Operator):
     def __init__(
         self,
         target_length: int,
-        algorithm: Literal["wrap", "first_fit", "best_fit"] = "wrap",
+        algorithm: Literal["wrap", "first_fit", "best_fit", "best_fit_wrap"] = "wrap",
         num_open_bins: int = 16,
         allow_split: bool | None = None,
         pad_id: int = 0,
         *,
+        candidate_pool_size: int | None = None,
+        max_candidate_age: int | None = None,
+        group_by: str | None = None,
+        max_sequences_per_bin: int | None = None,
+        drop_oversized: bool = False,
+        length_fn: Callable[[dict[str, Any]], int] | None = None,
+        order: Literal["arrival", "length", "random"] = "arrival",
+        order_window: int = 256,
+        seed: int = 0,
         field: str = "input_ids",
         ignore_index: int = -100,
         mask_document_boundaries: bool = True,
@@ -99,12 +135,13 @@ class PackSequences(Operator):
             raise ConfigError(f"pack_sequences: algorithm must be one of {list(ALGORITHMS)}, got {algorithm!r}")
         self.algorithm = algorithm
         self.num_open_bins = _int("num_open_bins", num_open_bins, 1)
+        wraps = algorithm in ("wrap", "best_fit_wrap")
         if allow_split is None:
-            allow_split = algorithm == "wrap"
+            allow_split = wraps
         if not isinstance(allow_split, bool):
             raise ConfigError(f"pack_sequences: allow_split must be True, False or None, got {allow_split!r}")
-        if algorithm == "wrap" and not allow_split:
-            raise ConfigError("pack_sequences: 'wrap' always splits documents; use 'first_fit' or 'best_fit'")
+        if wraps and not allow_split:
+            raise ConfigError(f"pack_sequences: {algorithm!r} always splits documents; use 'first_fit' or 'best_fit'")
         self.allow_split = allow_split
         self.pad_id = _int("pad_id", pad_id)
         if not -(2**31) <= pad_id < 2**31:
@@ -121,11 +158,77 @@ class PackSequences(Operator):
         if mask_field in (field, "position_ids", "document_ids", "num_padding"):
             raise ConfigError(f"pack_sequences: mask_field {mask_field!r} would overwrite a field of the packed rows")
         self.mask_field = mask_field
+        self._packing_options(
+            candidate_pool_size,
+            max_candidate_age,
+            group_by,
+            max_sequences_per_bin,
+            drop_oversized,
+            length_fn,
+            order,
+            order_window,
+            seed,
+        )
         self.images: ImageSpec | None = None
         if image_token_id is not None:
             self.images = self._image_spec(
                 image_token_id, merge_size, patch_dim, pixel_field, grid_field, token_fields, drop_fields
             )
+            if self.group_by not in (None, DATASET) and self.group_by not in self.images.drop_fields:
+                # the group field is read by the accumulator, then discarded like a declared drop field
+                drop = (*self.images.drop_fields, self.group_by)
+                self.images = dataclasses.replace(self.images, drop_fields=drop)
+
+    def _packing_options(
+        self,
+        candidate_pool_size: Any,
+        max_candidate_age: Any,
+        group_by: Any,
+        max_sequences_per_bin: Any,
+        drop_oversized: Any,
+        length_fn: Any,
+        order: Any,
+        order_window: Any,
+        seed: Any,
+    ) -> None:
+        bfw = self.algorithm == "best_fit_wrap"
+        for name, value in (("candidate_pool_size", candidate_pool_size), ("max_candidate_age", max_candidate_age)):
+            if value is not None and not bfw:
+                raise ConfigError(
+                    f"pack_sequences: {name} is an option of algorithm='best_fit_wrap', not {self.algorithm!r}"
+                )
+        self.candidate_pool_size = (
+            None
+            if not bfw
+            else self.num_open_bins
+            if candidate_pool_size is None
+            else _int("candidate_pool_size", candidate_pool_size, 1)
+        )
+        self.max_candidate_age = None if max_candidate_age is None else _int("max_candidate_age", max_candidate_age, 1)
+        if group_by is not None and (not isinstance(group_by, str) or not group_by):
+            raise ConfigError(f"pack_sequences: group_by must be a field name, 'dataset' or None, got {group_by!r}")
+        if group_by is not None and group_by == self.field:
+            raise ConfigError(f"pack_sequences: group_by={group_by!r} is the token field itself")
+        self.group_by: str | None = group_by
+        self.max_sequences_per_bin = (
+            None if max_sequences_per_bin is None else _int("max_sequences_per_bin", max_sequences_per_bin, 1)
+        )
+        if not isinstance(drop_oversized, bool):
+            raise ConfigError(f"pack_sequences: drop_oversized must be True or False, got {drop_oversized!r}")
+        self.drop_oversized = drop_oversized
+        if length_fn is not None:
+            qual = getattr(length_fn, "__qualname__", "")
+            if not callable(length_fn) or not qual or "<" in qual or not getattr(length_fn, "__module__", None):
+                raise ConfigError(
+                    f"pack_sequences: length_fn must be a module-level function (it is fingerprinted by name "
+                    f"and must import in worker processes), got {length_fn!r}"
+                )
+        self.length_fn: Callable[[dict[str, Any]], int] | None = length_fn
+        if order not in ORDERS:
+            raise ConfigError(f"pack_sequences: order must be one of {list(ORDERS)}, got {order!r}")
+        self.order = order
+        self.order_window = _int("order_window", order_window, 1)
+        self.seed = _int("seed", seed)
 
     def _image_spec(
         self,
@@ -167,7 +270,7 @@ class PackSequences(Operator):
         return "loss_mask" if self.images is not None else None
 
     def config(self) -> dict[str, Any]:
-        config = {
+        config: dict[str, Any] = {
             "target_length": self.target_length,
             "algorithm": self.algorithm,
             "num_open_bins": self.num_open_bins if self.algorithm != "wrap" else None,
@@ -181,20 +284,47 @@ class PackSequences(Operator):
             config["mask_field"] = self.mask_field
         if self.images is not None:  # likewise
             config["images"] = self.images.config()
+        if self.algorithm == "best_fit_wrap":
+            config["num_open_bins"] = None
+            config["candidate_pool_size"] = self.candidate_pool_size
+        for name, value, default in (
+            ("max_candidate_age", self.max_candidate_age, None),
+            ("group_by", self.group_by, None),
+            ("max_sequences_per_bin", self.max_sequences_per_bin, None),
+            ("drop_oversized", self.drop_oversized, False),
+            ("length_fn", None if self.length_fn is None else callable_name(self.length_fn), None),
+            ("order", self.order, "arrival"),
+        ):
+            if value != default:  # new options only when used: existing fingerprints stay as they were
+                config[name] = value
+        if self.order != "arrival":
+            config["order_window"] = self.order_window
+        if self.order == "random":
+            config["seed"] = self.seed
         return config
 
-    def new_accumulator(self, lane: int) -> Accumulator:
-        if self.algorithm == "wrap":
-            return WrapAccumulator(self.target_length, self.field, self.mask_field, self.images)
-        return BinAccumulator(
-            self.target_length,
-            self.field,
-            self.num_open_bins,
-            self.algorithm == "best_fit",
-            self.allow_split,
-            self.mask_field,
-            self.images,
+    def plan(self) -> PackPlan:
+        """What each lane's accumulator needs (:mod:`zephon_pack.accumulator`)."""
+        return PackPlan(
+            target=self.target_length,
+            field=self.field,
+            algorithm=self.algorithm,
+            num_open_bins=self.candidate_pool_size or self.num_open_bins,
+            allow_split=self.allow_split,
+            mask_field=self.mask_field,
+            images=self.images,
+            max_candidate_age=self.max_candidate_age,
+            max_sequences_per_bin=self.max_sequences_per_bin,
+            drop_oversized=self.drop_oversized,
+            length_fn=self.length_fn,
+            group_by=self.group_by,
+            order=self.order,
+            order_window=self.order_window,
+            seed=self.seed,
         )
+
+    def new_accumulator(self, lane: int) -> Accumulator:
+        return PackAccumulator(self.plan(), lane)
 
     def worker(self) -> WorkerFn:
         if self.images is not None:

@@ -15,5 +15,5 @@ def zephon_register_operators(register: Any) -> None:
     register(
         name="pack_sequences",
         factory="zephon_pack.operator:PackSequences",
-        description="pack token sequences into fixed-length rows (wrap, first_fit, best_fit)",
+        description="pack token sequences into fixed-length rows (wrap, first_fit, best_fit, best_fit_wrap)",
     )
