@@ -72,3 +72,38 @@ def test_warn_mode_warns_and_runs_and_off_costs_nothing():
     assert _first(Pipeline(_source()).map_transform(coin).batch(4)) == {}
     with pytest.raises(ConfigError, match=r"option validate must be one of \['off', 'warn', 'strict'\]"):
         Pipeline(_source()).options(validate=True)
+
+
+def test_the_probe_passes_every_kernel_builtin_operator_directly():
+    import functools
+
+    from zephon_core.conformance.driver import records_from
+    from zephon_core.ops.mapping import FlatMap, MapTransform
+    from zephon_core.ops.shuffle import Shuffle
+    from zephon_core.ops.stateful import StatefulTransform
+    from zephon_core.ops.text import DecodeText
+    from zephon_core.validation import PROBE_RECORDS, probe_operator
+
+    records = records_from(text_records(PROBE_RECORDS))
+    encoded = records_from([{**r, "text": r["text"].encode()} for r in text_records(PROBE_RECORDS)])
+    subjects = {
+        "map_transform": (functools.partial(MapTransform, samples.upper_or_drop), records),
+        "flat_map": (functools.partial(FlatMap, samples.split_sentences), records),
+        "stateful_transform": (
+            functools.partial(
+                StatefulTransform,
+                "words",
+                init_state=samples.words_init,
+                push=samples.words_push,
+                flush=samples.words_flush,
+                transform=samples.words_transform,
+            ),
+            records,
+        ),
+        "shuffle": (functools.partial(Shuffle, 16, seed=3), records),
+        "shuffle block": (functools.partial(Shuffle, 16, seed=3, algorithm="block"), records),
+        "shuffle block_warmup": (functools.partial(Shuffle, 16, seed=3, algorithm="block_warmup"), records),
+        "decode_text": (functools.partial(DecodeText, lowercase=True), encoded),
+    }
+    for label, (factory, recs) in subjects.items():
+        assert probe_operator(factory(), recs) == [], label
