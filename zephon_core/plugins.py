@@ -46,10 +46,11 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("reader", "webdataset"): "zephon-webdataset",
     **{("operator", op): "zephon-vision" for op in ("decode_image", "resize", "center_crop", "random_resized_crop", "horizontal_flip", "normalize", "patchify")},
     ("demo", "text"): "zephon-demo",
+    ("demo", "vlm"): "zephon-vlm-demo",
 }
 """First-party names, so a missing plugin's error can say which package to install."""
 
-CONTRIB: frozenset[str] = frozenset({"zephon-demo", "zephon-ray", "zephon-torch"})
+CONTRIB: frozenset[str] = frozenset({"zephon-demo", "zephon-ray", "zephon-torch", "zephon-vlm-demo"})
 """First-party distributions kept under ``contrib/`` of the repository (the others are under ``plugins/``)."""
 
 
