@@ -113,7 +113,7 @@ def test_first_party_plugins_declare_the_kernels_contract():
     assert {p: declared[p] for p in installed} == dict.fromkeys(installed, PLUGIN_CONTRACT)
 
 
-@pytest.mark.parametrize("package", FIRST_PARTY + ("zephon-torch",))
+@pytest.mark.parametrize("package", (*FIRST_PARTY, "zephon-torch"))
 def test_first_party_packages_pin_a_compatible_kernel_range(package):
     folder = next(ROOT / w / package for w in ("plugins", "contrib") if (ROOT / w / package).is_dir())
     text = (folder / "pyproject.toml").read_text()
