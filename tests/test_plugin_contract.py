@@ -25,6 +25,8 @@ FIRST_PARTY = (
     "zephon-tokenize",
     "zephon-vision",
     "zephon-vortex",
+    "zephon-lance",
+    "zephon-webdataset",
     "zephon-demo",
     "zephon-ray",
 )

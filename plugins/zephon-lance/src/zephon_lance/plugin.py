@@ -6,6 +6,9 @@ from typing import Any
 
 from zephon_core.hookspecs import hookimpl
 
+ZEPHON_CONTRACT = (1, 0)
+"""The plugin contract this package was built for (checked by the kernel when it loads the plugin)."""
+
 
 @hookimpl
 def zephon_register_readers(register: Any) -> None:
