@@ -1,6 +1,6 @@
 """The VLM pipeline in Zephon and in other loaders: same images, same work, same run, side by side.
 
-The corpus is the one of ``zephon demo --name vlm`` (``contrib/zephon-vlm-demo``): captioned JPEGs
+The corpus is the one of ``zephon demo vlm`` (``contrib/zephon-vlm-demo``): captioned JPEGs
 cut from the photographs bundled in scikit-image / scikit-learn, written as Parquet, WebDataset and
 LitData. Two workloads, each over the first ``--samples`` samples in storage order:
 

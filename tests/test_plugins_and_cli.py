@@ -287,6 +287,12 @@ def test_demo_registered_through_the_hook_is_listed_and_run(capsys):
     assert seen == {"argv": ["--quick"], "plugins": pm}
     assert cli_main(["demo", "--name", "nope"], plugins=pm) == 2
     assert "no demo 'nope'; installed: hello" in capsys.readouterr().err
+    seen.clear()
+    assert cli_main(["demo", "hello", "--quick"], plugins=pm) == 0  # the name as a positional argument
+    assert seen == {"argv": ["--quick"], "plugins": pm}
+    assert cli_main(["demo", "nope"], plugins=pm) == 2
+    assert cli_main(["demo", "hello", "--name", "other"], plugins=pm) == 2
+    assert "two demos named" in capsys.readouterr().err
 
 
 def test_conformance_fixture_is_a_fresh_manager(zephon_plugins):

@@ -69,8 +69,11 @@ def _demo(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
         for name, source, description in rows:
             print(f"{name.ljust(w0)}  {source.ljust(w1)}  {description}")
         return 0
-    if not args.kernel and (demos or args.name):
-        name = args.name or ("text" if "text" in demos else demos[0])
+    if args.demo and args.name and args.demo != args.name:
+        print(f"zephon: error: two demos named: {args.demo!r} and --name {args.name!r}", file=sys.stderr)
+        return 2
+    if not args.kernel and (demos or args.name or args.demo):
+        name = args.name or args.demo or ("text" if "text" in demos else demos[0])
         if name not in demos:
             print(f"zephon: error: no demo {name!r}; installed: {', '.join(demos) or 'none'}", file=sys.stderr)
             return 2
@@ -160,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lanes", type=int, default=4, help="lanes of the kernel demo (default 4)")
     p.add_argument("--quick", action="store_true", help="a shorter run")
     p.add_argument("--kernel", action="store_true", help="the kernel-only demo (no plugins needed)")
+    p.add_argument("demo", nargs="?", metavar="NAME", help="which installed demo to run, e.g. zephon demo vlm (same as --name)")
     p.add_argument("--name", help="which installed demo to run (default: text)")
     p.add_argument("--list", action="store_true", help="list the installed demos and exit")
     p.set_defaults(fn=_demo)

@@ -1,4 +1,4 @@
-"""`zephon demo --name vlm`: the corpus is deterministic and the same in every format, and the demo
+"""`zephon demo vlm`: the corpus is deterministic and the same in every format, and the demo
 passes its own determinism self-check (runners, parallelism, world sizes, resume 2 -> 4, formats)."""
 
 from __future__ import annotations

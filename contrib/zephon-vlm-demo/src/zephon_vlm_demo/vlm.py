@@ -1,4 +1,4 @@
-"""``zephon demo --name vlm``: vision-language training rows from captioned photographs, checked.
+"""``zephon demo vlm``: vision-language training rows from captioned photographs, checked.
 
     StaticMixtureWorkSource([captioned JPEGs as Parquet | WebDataset | LitData], shuffled)
       -> decode_image -> random_resized_crop(224) -> horizontal_flip       (zephon-vision)
@@ -211,7 +211,7 @@ def run(
 
 def main(argv: list[str] | None = None, *, plugins: ZephonPluginManager | None = None) -> int:
     """The registered demo (a :class:`~zephon_core.hookspecs.DemoMain`); ``zephon demo`` passes its manager."""
-    ap = argparse.ArgumentParser(prog="zephon demo --name vlm", description=__doc__)
+    ap = argparse.ArgumentParser(prog="zephon demo vlm", description=__doc__)
     ap.add_argument("--steps", type=int, default=16, help="global steps per run (default 16)")
     ap.add_argument("--images", type=int, default=2000, help="photographs in the corpus (default 2000)")
     ap.add_argument("--quick", action="store_true", help="400 photographs, 6 global steps")
