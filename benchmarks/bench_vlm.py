@@ -18,6 +18,8 @@ the figures compare the loaders, not image libraries. Systems, 2 workers each wh
 choice:
 
 * ``zephon-threads`` / ``zephon-processes``: this repository, every operator ``parallelism=2``;
+* ``zephon-fused``: the same on threads, but the per-sample steps fused into one ``map_transform``
+  (the function the other loaders run, with the kernel's per-record ``rng``) before packing;
 * ``grain``: ``grain.MapDataset.source(...).map(...).random_map(...)``, ``.to_iter_dataset()
   .batch(...).mp_prefetch(num_workers=2)``, over a map-style Parquet source;
 * ``torch``: ``torch.utils.data.DataLoader(num_workers=2)`` over the same Parquet source;
@@ -56,7 +58,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPERS = [str(ROOT), str(ROOT / "plugins" / "zephon-vision" / "src"), str(ROOT / "plugins" / "zephon-tokenize" / "src")]
-SYSTEMS = ("zephon-threads", "zephon-processes", "grain", "torch", "litdata", "zephon-0.2.0-threads", "zephon-0.2.0-processes")
+SYSTEMS = ("zephon-threads", "zephon-processes", "zephon-fused", "grain", "torch", "litdata", "zephon-0.2.0-threads", "zephon-0.2.0-processes")
 WORKLOADS = ("decode", "full")
 DECODE_BATCH = 8
 FULL_BATCH = 8
@@ -256,7 +258,8 @@ def _count_padded(b: Any) -> tuple[int, int, int]:
     return ids.shape[0], int((ids >= 0).sum()), ids.size
 
 
-def run_zephon(runner: str, workload: str, corpus: str, total: int) -> dict[str, float]:
+def run_zephon(runner: str, workload: str, corpus: str, total: int, fused: bool = False) -> dict[str, float]:
+    from zephon_pack import collate_multimodal
     from zephon_vlm_demo import vlm
 
     from zephon_core import Pipeline, StaticMixtureWorkSource
@@ -266,10 +269,22 @@ def run_zephon(runner: str, workload: str, corpus: str, total: int) -> dict[str,
     ds = Dataset.from_path("photos", str(Path(corpus) / "parquet"))
     ws = StaticMixtureWorkSource([ds], chunk_size=16, shuffle=False)
     if workload == "decode":
-        p = Pipeline(ws).decode_image(field="jpg", parallelism=2).batch(DECODE_BATCH, collate=list_collate)
+        p = Pipeline(ws)
+        p = p.map_transform(do_decode, parallelism=2) if fused else p.decode_image(field="jpg", parallelism=2)
+        p = p.batch(DECODE_BATCH, collate=list_collate)
         count = _count_decode
     else:
-        p = vlm.build(ws, 2, seq=SEQ)
+        if fused:
+            p = (
+                Pipeline(ws)
+                .map_transform(do_full_rng, parallelism=2, seed=SEED)
+                .pack_sequences(
+                    SEQ, "best_fit", num_open_bins=vlm.OPEN_BINS, image_token_id=IMAGE_PAD, patch_dim=vlm.PATCH_DIM
+                )
+                .batch(vlm.MICROBATCH, collate=collate_multimodal)
+            )
+        else:
+            p = vlm.build(ws, 2, seq=SEQ)
 
         def count(b: Any) -> tuple[int, int, int]:
             d = b.data
@@ -356,6 +371,8 @@ def run_reference(runner: str, workload: str, corpus: str, total: int) -> dict[s
 def worker(system: str, workload: str, corpus: str, total: int) -> dict[str, float]:
     if system.startswith("zephon-0.2.0"):
         return run_reference(system.rsplit("-", 1)[1], workload, corpus, total)
+    if system == "zephon-fused":
+        return run_zephon("threads", workload, corpus, total, fused=True)
     if system.startswith("zephon-"):
         return run_zephon(system.split("-", 1)[1], workload, corpus, total)
     return {"grain": run_grain, "torch": run_torch, "litdata": run_litdata}[system](workload, corpus, total)
@@ -432,6 +449,7 @@ def main() -> None:
                 python = args.ref_python if system.startswith("zephon-0.2.0") else sys.executable
                 t = time.perf_counter()
                 res = _spawn(python, system, workload, str(c.root), args.samples, args.timeout)
+                res["wall_s"] = time.perf_counter() - t  # the whole run: interpreter, imports, workers
                 results.setdefault((system, workload), []).append(res)
                 what = res.get("error") or f"{res['samples_per_s']:,.0f} samples/s"
                 print(f"  [{r + 1}/{args.repeat}] {workload:6s} {system:24s} {what}  ({time.perf_counter() - t:.0f} s)", flush=True)
@@ -448,9 +466,9 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
 def table(results: dict[tuple[str, str], list[dict[str, Any]]], systems: list[str], workloads: list[str], args: Any) -> str:
     head = (
         f"| system | decode + batch({DECODE_BATCH}) samples/s | full pipeline samples/s | full: usable tokens/s | "
-        "full: padding | full: first batch s |"
+        "full: padding | full: first batch s | full: whole run s |"
     )
-    rows = [head, "|---|---:|---:|---:|---:|---:|"]
+    rows = [head, "|---|---:|---:|---:|---:|---:|---:|"]
 
     def fmt(v: float | None, spec: str) -> str:
         return "—" if v is None else format(v, spec)
@@ -465,6 +483,7 @@ def table(results: dict[tuple[str, str], list[dict[str, Any]]], systems: list[st
             fmt(_median(full, "tokens_per_s"), ",.0f") if "full" in workloads else "—",
             "—" if pad is None else f"{100 * pad:.1f}%",
             fmt(_median(full, "first_batch_s"), ".1f") if "full" in workloads else "—",
+            fmt(_median(full, "wall_s"), ".0f") if "full" in workloads else "—",
         ]
         errors = [r["error"] for r in dec + full if "error" in r]
         name = s + (f" (error: {errors[0][:80]})" if errors else "")
