@@ -435,6 +435,9 @@ def main() -> None:
     print(f"corpus: {c.describe()} (ready in {c.seconds:.1f} s) at {c.root}")
     systems = [s for s in args.systems.split(",") if s]
     workloads = [w for w in args.workloads.split(",") if w]
+    unknown = sorted(set(systems) - set(SYSTEMS)) + sorted(set(workloads) - set(WORKLOADS))
+    if unknown:
+        ap.error(f"unknown system or workload {unknown}: systems are {', '.join(SYSTEMS)}; workloads decode, full")
     skipped = {s: why for s in systems if (why := _available(s, args.ref_python))}
     if "litdata" in c.skipped and "litdata" in systems:
         skipped["litdata"] = c.skipped["litdata"]
