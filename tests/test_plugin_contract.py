@@ -28,6 +28,7 @@ FIRST_PARTY = (
     "zephon-lance",
     "zephon-webdataset",
     "zephon-demo",
+    "zephon-vlm-demo",
     "zephon-ray",
 )
 
