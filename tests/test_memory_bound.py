@@ -35,6 +35,19 @@ def test_one_mebibyte_records_stay_under_512_mb_at_defaults():
     assert unbounded > max(bounded, slow_consumer)  # the bound is what keeps it small
 
 
+def test_the_probe_measures_its_own_peak_not_the_peak_of_the_process_that_started_it():
+    """``ru_maxrss`` survives ``exec``: a probe started by a big test runner once reported the runner's 1.15 GB."""
+    import numpy as np
+
+    ballast = np.ones(700 * 2**20, dtype=np.uint8)  # this process now holds 700 MiB more
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.memory_probe", "20"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert int(out.stdout.split()[-1]) < 400
+    del ballast
+
+
 def test_the_byte_budget_is_validated():
     ds = Dataset.from_records("n", [{"i": i} for i in range(10)], 5)
     with pytest.raises(ConfigError, match="max_inflight_bytes"):
