@@ -254,7 +254,8 @@ class _ProcessExecutor:
         self._fn_msg = fn_msg
         self._replaced = 0
         self._target = parallelism  # workers wanted (``resize``); applied by the I/O thread
-        self._retired: set[int] = set()  # slots asked to stop by a shrink: their exit is not a crash
+        self._retired: set[int] = set()  # slots given up by a shrink: their exit is not a crash
+        self._reaped: set[int] = set()  # retired slots whose process has exited
         self._io = threading.Thread(target=self._run, args=(fn_msg,), name=f"zephon-{label}-io", daemon=True)
         self._io.start()
 
@@ -379,14 +380,16 @@ class _ProcessExecutor:
         )
         return True
 
-    def _active(self) -> list[int]:
-        return [i for i in range(len(self._procs)) if i not in self._dead and i not in self._retired]
+    def _slots(self) -> list[int]:
+        """Slots that count toward the target: not retired, alive or crashed (a crash is not a shrink:
+        it fails the tasks it held, or is replaced by :meth:`_replace` when idle, never here)."""
+        return [i for i in range(len(self._procs)) if i not in self._retired]
 
     def _apply_resize(self) -> None:
         """Grow or shrink the pool towards ``resize``'s target (I/O thread only)."""
-        active = self._active()
-        if len(active) < self._target:
-            for _ in range(self._target - len(active)):
+        slots = self._slots()
+        if len(slots) < self._target:
+            for _ in range(self._target - len(slots)):
                 i = len(self._procs)
                 parent, child = socket.socketpair()
                 with self._lock:
@@ -408,9 +411,10 @@ class _ProcessExecutor:
                 finally:
                     child.close()
                     self._child_socks[i] = None
-        elif len(active) > self._target:
+        elif len(slots) > self._target:
+            crashed_first = sorted(slots, key=lambda i: (i not in self._dead, -i))  # then the newest
             with self._lock:
-                for i in active[self._target :]:
+                for i in crashed_first[: len(slots) - self._target]:
                     self._retired.add(i)
                     self._ready.discard(i)
         for i in sorted(self._retired - self._dead):
@@ -460,7 +464,7 @@ class _ProcessExecutor:
 
     def _loop(self) -> None:
         while not self._closed:
-            if self._target != len(self._active()) or self._retired - self._dead:
+            if self._target != len(self._slots()) or self._retired - self._dead:
                 self._apply_resize()
             self._dispatch()
             handlers: dict[int, Any] = {self._wake_r: None}
@@ -468,7 +472,7 @@ class _ProcessExecutor:
                 for i, proc in enumerate(self._procs):
                     if proc is None:
                         continue
-                    if i in self._retired and i in self._dead:  # asked to exit: reap it when it does
+                    if i in self._retired and i in self._dead and i not in self._reaped:  # asked to exit: reap it
                         handlers[proc.sentinel] = functools.partial(self._on_retired_exit, i)
                     elif i not in self._dead:
                         handlers[self._channels[i].fileno()] = functools.partial(self._receive, i)
@@ -531,7 +535,7 @@ class _ProcessExecutor:
         if proc is not None:
             proc.join(timeout=0.1)
         with self._lock:
-            self._retired.discard(i)  # stays in _dead: the slot is not used again
+            self._reaped.add(i)  # stays retired and dead: the slot is not used again
 
     def _on_death(self, i: int) -> None:
         with self._lock:
