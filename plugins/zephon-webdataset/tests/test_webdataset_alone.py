@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import write_tar
+from zephon_webdataset.testing import write_tar
 
 from zephon_core.testing.isolated import check_alone
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import as_sample, write_tar
+from zephon_webdataset.testing import as_sample, write_tar
 
 from zephon_core.testing.readers import CorpusConformance
 

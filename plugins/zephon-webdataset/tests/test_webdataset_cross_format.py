@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import write_tar
+from zephon_webdataset.testing import write_tar
 
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
 from zephon_core.conformance.harness import run_global

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_tar
+from zephon_webdataset.testing import write_tar
 
 from zephon_core import Dataset, ReaderError
 from zephon_core.testing.readers import FileReaderFaults, zephon_index

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import as_sample, write_tar
+from zephon_webdataset.testing import as_sample, write_tar
 
 from zephon_core import Dataset, ReaderError
 from zephon_core.testing.corpus import documents

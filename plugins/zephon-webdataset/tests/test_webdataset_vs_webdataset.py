@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from conftest import _webdataset, write_tar
+from zephon_webdataset.testing import _webdataset, write_tar
 
 from zephon_core import Dataset
 
