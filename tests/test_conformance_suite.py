@@ -48,7 +48,15 @@ BUILTINS = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(BUILTINS))
+@pytest.mark.parametrize(
+    "name",
+    # flat_map is map_transform's worker with a list per slot, and the shuffle's accumulator is checked
+    # in-process with its other algorithms (tests/test_shuffle_algorithms.py): run those with -m exhaustive
+    [
+        pytest.param(n, marks=pytest.mark.exhaustive) if n in ("flat_map", "shuffle") else n
+        for n in sorted(BUILTINS)
+    ],
+)
 def test_no_code_mode_passes_builtin(name):
     out = _pytest(
         "--pyargs",
