@@ -85,7 +85,7 @@ def _shard_name(reader: Reader, s: int) -> str:
 
 
 MIN_GROUP = 4
-FIRST_GROUP = 8
+FIRST_GROUP = 32
 """The fewest pointers read in one work item, however large the records."""
 
 FETCH_TIMEOUT_S = 300.0

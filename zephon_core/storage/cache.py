@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import os
 import re
@@ -74,17 +75,24 @@ class CachedFile:
         self.release()
 
 
-def _flock(fd: int, op: int, timeout: float, what: str) -> None:
-    """``flock`` with a deadline: poll non-blocking so a wedged peer can never hang us."""
+def _flock(fd: int, op: int, timeout: float, what: str, give_up: Callable[[], bool] | None = None) -> bool:
+    """``flock`` with a deadline: poll non-blocking so a wedged peer can never hang us.
+
+    Returns False (without the lock) as soon as ``give_up()`` is true: a waiter for the exclusive
+    lock stops waiting once another producer made the entry, since that producer keeps a shared lock
+    for as long as it uses the entry (waiting for it would wait for the reader to finish).
+    """
     deadline = time.monotonic() + timeout
     delay = 0.005
     while True:
         try:
             fcntl.flock(fd, op | fcntl.LOCK_NB)
-            return
+            return True
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 raise
+        if give_up is not None and give_up():
+            return False
         if time.monotonic() >= deadline:
             raise ReaderError(f"{what}: timed out after {timeout:.0f}s waiting for another process to finish it")
         time.sleep(delay)
@@ -146,7 +154,11 @@ class ShardCache:
             # Drop the shared lock before asking for the exclusive one: two waiters upgrading in
             # place would each wait for the other's shared lock.
             fcntl.flock(fd, fcntl.LOCK_UN)
-            _flock(fd, fcntl.LOCK_EX, self.lock_timeout, what)
+            made = functools.partial(self._ready, path, expected_size)
+            if not _flock(fd, fcntl.LOCK_EX, self.lock_timeout, what, give_up=made):
+                _flock(fd, fcntl.LOCK_SH, self.lock_timeout, what)  # made by another: share it
+                self._touch(path)
+                return CachedFile(path, False, fd)
             if self._ready(path, expected_size):
                 fcntl.flock(fd, fcntl.LOCK_SH)
                 self._touch(path)
