@@ -1,4 +1,4 @@
-"""Module-level functions for tests (the processes runner pickles functions by reference)."""
+"""Module-level functions for tests (the processes runner pickles functions by reference), and small data sets."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import os
 import time
 from typing import Any
 
+from zephon_core import Dataset, MixtureSpec, StaticMixtureWorkSource
+from zephon_core.demo import corpus
 from zephon_core.testing.workers import die_on_seven, fail_on_seven, hang_on_seven
 
 __all__ = [
@@ -16,12 +18,40 @@ __all__ = [
     "hang_on_seven",
     "jitter",
     "quick",
+    "demo_datasets",
+    "demo_mixture",
+    "numbered",
     "returns_list",
     "sleepy",
     "sleepy_collate",
     "slow_identity",
     "slow_push",
 ]
+
+
+def numbered(name: str, n: int, shard: int, **fields: Any) -> Dataset:
+    """``n`` records ``{**fields, "i": i}`` (``i`` from 0) in shards of ``shard`` records."""
+    return Dataset.from_records(name, [{**fields, "i": i} for i in range(n)], shard_size=shard)
+
+
+def demo_datasets(sentences: int | None = None, sentence_shard: int = 1000) -> list[Dataset]:
+    """The demo corpus: ``paragraphs`` in shards of 500 and the first ``sentences`` (default all) ``sentences``."""
+    paragraphs, all_sentences = corpus()
+    return [
+        Dataset.from_records("paragraphs", paragraphs, 500),
+        Dataset.from_records("sentences", all_sentences[:sentences], sentence_shard),
+    ]
+
+
+def demo_mixture(sentences: int, sentence_shard: int, **options: Any) -> StaticMixtureWorkSource:
+    """:func:`demo_datasets` mixed 0.6 / 0.4 in chunks of 32 (seed 11), with the source's other ``options``."""
+    return StaticMixtureWorkSource(
+        demo_datasets(sentences, sentence_shard),
+        mixture=MixtureSpec({"paragraphs": 0.6, "sentences": 0.4}),
+        chunk_size=32,
+        seed=11,
+        **options,
+    )
 
 
 def slow_identity(payload: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import functools
 import numpy as np
 import pytest
 
+from tests.helpers import demo_datasets, demo_mixture
 from zephon_core import (
     ConfigError,
     Dataset,
@@ -19,7 +20,7 @@ from zephon_core import (
     StaticMixtureWorkSource,
 )
 from zephon_core.conformance.harness import run_global
-from zephon_core.demo import build, corpus
+from zephon_core.demo import build
 
 
 def _ds(name: str, n: int, shard: int = 100) -> Dataset:
@@ -127,21 +128,13 @@ LANES, K = 4, 2
 
 
 def _static_redistribute():
-    paragraphs, sentences = corpus()
-    return StaticMixtureWorkSource(
-        [Dataset.from_records("paragraphs", paragraphs, 500), Dataset.from_records("sentences", sentences[:700], 250)],
-        mixture=MixtureSpec({"paragraphs": 0.6, "sentences": 0.4}),
-        chunk_size=32,
-        seed=11,
-        exhaustion="redistribute",
-    )
+    return demo_mixture(700, 250, exhaustion="redistribute")
 
 
 def _scheduled_redistribute():
-    paragraphs, sentences = corpus()
     sch = MixtureSchedule([(0, {"paragraphs": 0.5, "sentences": 0.5}), (900, {"paragraphs": 0.2, "sentences": 0.8})])
     return ScheduledMixtureWorkSource(
-        [Dataset.from_records("paragraphs", paragraphs, 500), Dataset.from_records("sentences", sentences[:900], 250)],
+        demo_datasets(900, 250),
         schedule=sch,
         chunk_size=32,
         seed=11,

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers import numbered
 from zephon_core import (
     CheckpointError,
     ConfigError,
-    Dataset,
     MixtureSchedule,
     MixtureSpec,
     Pipeline,
@@ -43,8 +43,7 @@ def triple(p: dict) -> dict:
 
 def _alternating(par: int, assignment: str = "permute") -> Pipeline:
     """Two datasets at 50/50 with one sample per chunk: chunk g holds dataset g mod 2."""
-    a = Dataset.from_records("a", [{"d": 0, "i": i} for i in range(400)], shard_size=100)
-    b = Dataset.from_records("b", [{"d": 1, "i": i} for i in range(400)], shard_size=100)
+    a, b = numbered("a", 400, 100, d=0), numbered("b", 400, 100, d=1)
     ws = StaticMixtureWorkSource([a, b], mixture=MixtureSpec({"a": 0.5, "b": 0.5}), chunk_size=1, seed=3)
     return (
         Pipeline(ws)
@@ -101,8 +100,7 @@ def test_the_assignment_is_in_the_fingerprint():
 def test_bad_values_and_a_per_lane_source_are_refused():
     with pytest.raises(ConfigError, match="lane_assignment must be one of"):
         _alternating(1, "shuffle")
-    ds = Dataset.from_records("a", [{"i": i} for i in range(100)], shard_size=50)
-    ws = ScheduledMixtureWorkSource([ds], schedule=MixtureSchedule([(0, {"a": 1.0})]), chunk_size=10)
+    ws = ScheduledMixtureWorkSource([numbered("a", 100, 50)], schedule=MixtureSchedule([(0, {"a": 1.0})]), chunk_size=10)
     p = Pipeline(ws).batch(2).options(lanes=2, lane_assignment="permute")
     with pytest.raises(ConfigError, match="draws each lane's data from the lane's own stream"), p:
         next(iter(p))

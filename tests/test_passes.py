@@ -10,13 +10,10 @@ import functools
 import numpy as np
 import pytest
 
-from zephon_core import ConfigError, Dataset, MixtureSpec, StaticMixtureWorkSource
+from tests.helpers import demo_mixture, numbered
+from zephon_core import ConfigError, MixtureSpec, StaticMixtureWorkSource
 from zephon_core.conformance.harness import run_global
-from zephon_core.demo import build, corpus
-
-
-def _ds(name: str, n: int, shard: int = 50) -> Dataset:
-    return Dataset.from_records(name, [{"i": i} for i in range(n)], shard_size=shard)
+from zephon_core.demo import build
 
 
 def _draws(ws: StaticMixtureWorkSource) -> list[tuple[int, int, int]]:
@@ -29,7 +26,7 @@ def _draws(ws: StaticMixtureWorkSource) -> list[tuple[int, int, int]]:
 
 def test_stop_after_passes_ends_the_data_and_the_report_says_who_and_after_how_many_passes():
     ws = StaticMixtureWorkSource(
-        [_ds("web", 1000), _ds("code", 100)],
+        [numbered("web", 1000, 50), numbered("code", 100, 50)],
         mixture=MixtureSpec({"web": 0.5, "code": 0.5}),
         chunk_size=20,
         exhaustion="repeat",
@@ -46,7 +43,7 @@ def test_stop_after_passes_ends_the_data_and_the_report_says_who_and_after_how_m
 
 def test_max_repeats_lets_a_dataset_repeat_then_leave_the_mixture():
     ws = StaticMixtureWorkSource(
-        [_ds("web", 1000), _ds("code", 100)],
+        [numbered("web", 1000, 50), numbered("code", 100, 50)],
         mixture=MixtureSpec({"web": 0.5, "code": 0.5}),
         chunk_size=20,
         exhaustion={"web": "stop", "code": "repeat"},
@@ -65,7 +62,7 @@ def test_max_repeats_lets_a_dataset_repeat_then_leave_the_mixture():
 @pytest.mark.parametrize("reshuffle", [True, False])
 def test_reshuffle_on_repeat(reshuffle):
     ws = StaticMixtureWorkSource(
-        [_ds("a", 200)], chunk_size=25, exhaustion="repeat", stop_after_passes=3, reshuffle_on_repeat=reshuffle, seed=5
+        [numbered("a", 200, 50)], chunk_size=25, exhaustion="repeat", stop_after_passes=3, reshuffle_on_repeat=reshuffle, seed=5
     )
     draws = _draws(ws)
     passes = [draws[k * 200 : (k + 1) * 200] for k in range(3)]
@@ -76,8 +73,8 @@ def test_reshuffle_on_repeat(reshuffle):
 
 def test_the_defaults_change_nothing():
     kw = dict(mixture=MixtureSpec({"a": 0.7, "b": 0.3}), chunk_size=16, seed=2, exhaustion="repeat")
-    plain = StaticMixtureWorkSource([_ds("a", 300), _ds("b", 90)], **kw)
-    explicit = StaticMixtureWorkSource([_ds("a", 300), _ds("b", 90)], **kw, reshuffle_on_repeat=True)
+    plain = StaticMixtureWorkSource([numbered("a", 300, 50), numbered("b", 90, 50)], **kw)
+    explicit = StaticMixtureWorkSource([numbered("a", 300, 50), numbered("b", 90, 50)], **kw, reshuffle_on_repeat=True)
     for g in range(0, 200, 7):
         x, y = plain.chunk(g), explicit.chunk(g)
         assert np.array_equal(x.shard, y.shard) and np.array_equal(x.index, y.index)
@@ -96,19 +93,16 @@ def test_the_defaults_change_nothing():
 )
 def test_bad_pass_options_are_named(kwargs, match):
     with pytest.raises(ConfigError, match=match):
-        StaticMixtureWorkSource([_ds("a", 100), _ds("b", 100)], **kwargs)
+        StaticMixtureWorkSource([numbered("a", 100, 50), numbered("b", 100, 50)], **kwargs)
 
 
 LANES, K = 4, 2
 
 
 def _bounded_source() -> StaticMixtureWorkSource:
-    paragraphs, sentences = corpus()
-    return StaticMixtureWorkSource(
-        [Dataset.from_records("paragraphs", paragraphs, 500), Dataset.from_records("sentences", sentences[:300], 100)],
-        mixture=MixtureSpec({"paragraphs": 0.6, "sentences": 0.4}),
-        chunk_size=32,
-        seed=11,
+    return demo_mixture(
+        300,
+        100,
         exhaustion="repeat",
         max_repeats={"sentences": 1},
         stop_after_passes={"paragraphs": 2},

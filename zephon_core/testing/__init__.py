@@ -8,7 +8,8 @@ what they share lives here, importable wherever the kernel is installed:
 * :mod:`zephon_core.testing.readers` — read-back checks for readers, and shared test classes:
   :class:`~zephon_core.testing.readers.CorpusConformance`,
   :class:`~zephon_core.testing.readers.FileReaderFaults`,
-  :class:`~zephon_core.testing.readers.ColumnarReaderFaults`.
+  :class:`~zephon_core.testing.readers.ColumnarReaderFaults`; and cross-format hashing
+  (:func:`~zephon_core.testing.readers.cross_format_hashes`, :func:`~zephon_core.testing.readers.plain_parquet`).
 * :mod:`zephon_core.testing.fixtures` — committed fixture datasets with an ``index.json``
   (conftest fixtures, :class:`~zephon_core.testing.fixtures.FixtureConformance`,
   :class:`~zephon_core.testing.fixtures.LayoutFaults`); :mod:`zephon_core.testing.tagged` — the

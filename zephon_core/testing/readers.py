@@ -11,6 +11,8 @@ Every format is checked the same way, so the comparisons live here once:
 * :class:`FileReaderFaults` and :class:`ColumnarReaderFaults` are the bad-input tests every
   file-per-shard reader must pass (a fault is a ``ReaderError`` that names the file), including
   the ``zephon index`` manifest (a missing or short file) and ``verify="checksum"``.
+* :func:`cross_format_hashes` hashes the global steps of a pipeline over a dataset, to compare a
+  format with the same rows as :func:`plain_parquet` (records batched by :func:`canonical_collate`).
 * :func:`run_cli`, :func:`flip_byte` and :func:`zephon_index` drive ``zephon index`` and damage a
   file the way storage does (same size and mtime), for tests of a format's own.
 
@@ -44,6 +46,7 @@ from zephon_core import (
     hash_global_batch,
 )
 from zephon_core.conformance import ReaderConformance
+from zephon_core.conformance.harness import run_global
 from zephon_core.testing.corpus import documents
 from zephon_core.work.readers import Reader
 
@@ -198,6 +201,43 @@ def run_explained(pipe: Pipeline) -> tuple[list[str], list[tuple[Any, Record]]]:
             for r, (pointer,) in enumerate(pipe.explain(batch)):
                 rows.append((pointer, {k: batch.data[k][r] for k in batch.data}))
     return hashes, rows
+
+
+def canonical_collate(rows: Sequence[Record]) -> dict[str, np.ndarray]:
+    """Every field as an array; nested values (lists, structs) as their canonical JSON, so they hash exactly."""
+    out = {}
+    for key in rows[0]:
+        values = [r[key] for r in rows]
+        if isinstance(values[0], (list, dict)):
+            values = [json.dumps(v, sort_keys=True) for v in values]
+        out[key] = np.asarray(values)
+    return out
+
+
+def cross_format_hashes(ds: Dataset) -> list[str]:
+    """Hashes of every global step of a shuffled fetch + batch pipeline over ``ds``, on two ranks.
+
+    The same rows in the same shards give the same list whatever the format, so a format is
+    checked by comparing with :func:`plain_parquet` of its rows (run by the conformance harness:
+    4 lanes, 2 data-parallel ranks, fetch in 2 threads, chunks of 32, microbatches of 16).
+    """
+
+    def build(parallelism: int) -> Pipeline:
+        source = StaticMixtureWorkSource([ds], mixture=MixtureSpec({ds.name: 1.0}), chunk_size=32, seed=11)
+        return Pipeline(source).fetch(parallelism=parallelism).batch(microbatch_size=16, collate=canonical_collate)
+
+    return run_global(build, lanes=4, world_size=2, parallelism=2).hashes
+
+
+def plain_parquet(folder: Path, shards: Sequence[Sequence[Record]], name: str = "docs") -> Dataset:
+    """``shards`` written by pyarrow as ``part-K.parquet`` files in a new ``folder``, read by zephon-parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir()
+    for k, rows in enumerate(shards):
+        pq.write_table(pa.Table.from_pylist(list(rows)), folder / f"part-{k}.parquet", row_group_size=50)
+    return Dataset.from_path(name, str(folder), format="parquet")
 
 
 class SharedTests:

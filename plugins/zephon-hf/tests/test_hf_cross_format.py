@@ -9,47 +9,14 @@ the conformance harness, which hashes every global step.
 from __future__ import annotations
 
 import itertools
-import json
-from pathlib import Path
-from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
-from zephon_core.conformance.harness import run_global
+from zephon_core import Dataset
+from zephon_core.testing.readers import cross_format_hashes, plain_parquet
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def collate(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Every field as an array; nested values (lists, structs) as their canonical JSON, so they hash exactly."""
-    out = {}
-    for key in rows[0]:
-        values = [r[key] for r in rows]
-        if isinstance(values[0], (list, dict)):
-            values = [json.dumps(v, sort_keys=True) for v in values]
-        out[key] = np.asarray(values)
-    return out
-
-
-def global_hashes(ds: Dataset) -> list[str]:
-    """Hashes of every global step of a shuffled fetch + batch pipeline over ``ds``, on two ranks."""
-
-    def build(parallelism: int) -> Pipeline:
-        source = StaticMixtureWorkSource([ds], mixture=MixtureSpec({ds.name: 1.0}), chunk_size=32, seed=11)
-        return Pipeline(source).fetch(parallelism=parallelism).batch(microbatch_size=16, collate=collate)
-
-    return run_global(build, lanes=4, world_size=2, parallelism=2).hashes
-
-
-def plain_parquet(folder: Path, shards: list[list[dict]]) -> Dataset:
-    folder.mkdir()
-    for k, rows in enumerate(shards):
-        pq.write_table(pa.Table.from_pylist(rows), folder / f"part-{k}.parquet", row_group_size=50)
-    return Dataset.from_path("docs", str(folder), format="parquet")
 
 
 def test_save_to_disk_hashes_equal_parquet(hf, rows, tmp_path):
@@ -58,12 +25,12 @@ def test_save_to_disk_hashes_equal_parquet(hf, rows, tmp_path):
     per_file = [s.num_samples for s in ds.shards]
     bounds = np.cumsum([0, *per_file])
     shards = [rows[a:b] for a, b in itertools.pairwise(bounds)]
-    hashes = global_hashes(ds)
+    hashes = cross_format_hashes(ds)
     assert len(hashes) >= 8
-    assert hashes == global_hashes(plain_parquet(tmp_path / "plain", shards))
+    assert hashes == cross_format_hashes(plain_parquet(tmp_path / "plain", shards))
     changed = [dict(r) for r in shards[0]]
     changed[0]["meta"] = {**changed[0]["meta"], "chars": -1}  # one nested value differs: some step differs
-    other = global_hashes(plain_parquet(tmp_path / "changed", [changed, *shards[1:]]))
+    other = cross_format_hashes(plain_parquet(tmp_path / "changed", [changed, *shards[1:]]))
     assert other != hashes and sum(a != b for a, b in zip(other, hashes)) == 1
 
 
@@ -75,5 +42,5 @@ def test_hub_layout_hashes_equal_parquet(hf, rows, tmp_path):
         hf.Dataset.from_list(part).to_parquet(str(root / f"train-{k:05d}-of-00003.parquet"))
     hf.Dataset.from_list(rows[:20]).to_parquet(str(root / "test-00000-of-00001.parquet"))
     ds = Dataset.from_path("docs", str(tmp_path / "hub"), format="hf", split="train")
-    hashes = global_hashes(ds)
-    assert len(hashes) >= 8 and hashes == global_hashes(plain_parquet(tmp_path / "plain", parts))
+    hashes = cross_format_hashes(ds)
+    assert len(hashes) >= 8 and hashes == cross_format_hashes(plain_parquet(tmp_path / "plain", parts))

@@ -9,50 +9,14 @@ rows: deletions must be invisible downstream.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
 import lance
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
-from zephon_core.conformance.harness import run_global
+from zephon_core import Dataset
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import split
+from zephon_core.testing.readers import cross_format_hashes, plain_parquet, split
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def collate(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """Every field as an array; lists as their canonical JSON, so they hash exactly."""
-    out = {}
-    for key in rows[0]:
-        values = [r[key] for r in rows]
-        if isinstance(values[0], (list, dict)):
-            values = [json.dumps(v, sort_keys=True) for v in values]
-        out[key] = np.asarray(values)
-    return out
-
-
-def global_hashes(ds: Dataset) -> list[str]:
-    """Hashes of every global step of a shuffled fetch + batch pipeline over ``ds``, on two ranks."""
-
-    def build(parallelism: int) -> Pipeline:
-        source = StaticMixtureWorkSource([ds], mixture=MixtureSpec({ds.name: 1.0}), chunk_size=32, seed=11)
-        return Pipeline(source).fetch(parallelism=parallelism).batch(microbatch_size=16, collate=collate)
-
-    return run_global(build, lanes=4, world_size=2, parallelism=2).hashes
-
-
-def plain_parquet(folder: Path, shards: list[list[dict]]) -> Dataset:
-    folder.mkdir()
-    for k, rows in enumerate(shards):
-        pq.write_table(pa.Table.from_pylist(rows), folder / f"part-{k}.parquet", row_group_size=50)
-    return Dataset.from_path("docs", str(folder), format="parquet")
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +30,12 @@ def test_lance_hashes_equal_parquet(rows, tmp_path, write_lance):
     write_lance(tmp_path / "docs.lance", shards)
     ds = Dataset.from_path("docs", str(tmp_path / "docs.lance"))
     assert [s.num_samples for s in ds.shards] == [300, 250, 150]
-    hashes = global_hashes(ds)
+    hashes = cross_format_hashes(ds)
     assert len(hashes) >= 8
-    assert hashes == global_hashes(plain_parquet(tmp_path / "plain", shards))
+    assert hashes == cross_format_hashes(plain_parquet(tmp_path / "plain", shards))
     changed = [dict(r) for r in shards[1]]
     changed[0]["lengths"] = [*changed[0]["lengths"], 1]  # one nested value differs: exactly one step differs
-    other = global_hashes(plain_parquet(tmp_path / "changed", [shards[0], changed, shards[2]]))
+    other = cross_format_hashes(plain_parquet(tmp_path / "changed", [shards[0], changed, shards[2]]))
     assert sum(a != b for a, b in zip(other, hashes)) == 1
 
 
@@ -82,5 +46,5 @@ def test_lance_with_deletions_hashes_equal_parquet_of_live_rows(rows, tmp_path, 
     live = [[r for r in s if r["id"] % 3 != 1 and not 320 <= r["id"] <= 400] for s in shards]
     ds = Dataset.from_path("docs", str(tmp_path / "docs.lance"))
     assert [s.num_samples for s in ds.shards] == [len(s) for s in live]
-    hashes = global_hashes(ds)
-    assert len(hashes) >= 4 and hashes == global_hashes(plain_parquet(tmp_path / "plain", live))
+    hashes = cross_format_hashes(ds)
+    assert len(hashes) >= 4 and hashes == cross_format_hashes(plain_parquet(tmp_path / "plain", live))

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 from zephon_pack import PackSequences, collate_multimodal, image_cu_seqlens, segment_spans
+from zephon_pack.testing import PackConformance
 
 from zephon_core import ConfigError, Dataset, OperatorError, Pipeline, Records, StaticMixtureWorkSource
-from zephon_core.conformance import OperatorConformance
 from zephon_core.conformance.harness import run_global
 
 pytest.importorskip("zephon_tokenize")
@@ -382,22 +382,11 @@ def conformance_records() -> list[dict[str, Any]]:
     return [r for b in run(samples().batch(1, collate=lambda rows: rows[0]).options(lanes=1)) for r in [b.data]]
 
 
-class MultimodalPackConformance(OperatorConformance):
+class MultimodalPackConformance(PackConformance):
     __test__ = False
-    algorithm = "wrap"
-    allow_split: bool | None = None
-
-    @pytest.fixture
-    def operator_factory(self):
-        return functools.partial(
-            PackSequences,
-            64,
-            algorithm=self.algorithm,
-            allow_split=self.allow_split,
-            num_open_bins=3,
-            image_token_id=IMG,
-            patch_dim=PATCH_DIM,
-        )
+    target_length = 64
+    num_open_bins = 3
+    pack_options: ClassVar[dict[str, Any]] = {"image_token_id": IMG, "patch_dim": PATCH_DIM}
 
     @pytest.fixture
     def sample_records(self):

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from zephon_pack import PackSequences, segment_spans
 from zephon_pack.assemble import PackWorker
+from zephon_pack.testing import push_lengths, row_fills
 
-from zephon_core import ConfigError, Pipeline, Records, Work
+from zephon_core import ConfigError, Pipeline, Records
 from zephon_core.conformance.harness import run_global
 from zephon_core.testing.packing import TOKEN_STRIDE, check_packed_rows, collect, token_documents, token_source
 
@@ -59,33 +60,23 @@ def test_every_token_exactly_once_in_order(docs, algorithm, allow_split):
     assert padding < 0.2
 
 
-def _push(acc, lengths, start=0):
-    payloads = [{"input_ids": np.arange(n, dtype=np.int32) + 1000 * (start + i)} for i, n in enumerate(lengths)]
-    keys = list(range(start, start + len(lengths)))
-    return acc.push(Records(payloads, keys, [(k,) for k in keys]))
-
-
-def _fills(emitted):
-    return [[len(s) for s in row] for item in emitted if isinstance(item, Work) for row in item.task]
-
-
 def test_first_fit_and_best_fit_choose_different_bins():
     ff = PackSequences(10, "first_fit", num_open_bins=2).new_accumulator(0)
     bf = PackSequences(10, "best_fit", num_open_bins=2).new_accumulator(0)
     for acc in (ff, bf):
-        assert _push(acc, [5, 6, 3]) == []
+        assert push_lengths(acc, [5, 6, 3]) == []
     assert ff.state() == {"fills": [8, 6]}  # 3 went to the first bin with room
     assert bf.state() == {"fills": [5, 9]}  # 3 went to the tightest bin
     # a 7 fits nowhere: the fullest bin leaves padded
-    assert _fills(_push(ff, [7], start=3)) == [[5, 3]]
+    assert row_fills(push_lengths(ff, [7], start=3)) == [[5, 3]]
     assert ff.state() == {"fills": [6, 7]}
 
 
 def test_allow_split_tops_up_the_leaving_bin():
     acc = PackSequences(10, "first_fit", num_open_bins=2, allow_split=True).new_accumulator(0)
-    _push(acc, [5, 6, 3])
-    out = _push(acc, [7], start=3)
-    assert _fills(out) == [[5, 3, 2]]  # no padding: the 7 gave its first 2 tokens
+    push_lengths(acc, [5, 6, 3])
+    out = push_lengths(acc, [7], start=3)
+    assert row_fills(out) == [[5, 3, 2]]  # no padding: the 7 gave its first 2 tokens
     assert acc.state() == {"fills": [6, 5]}
     rows = PackWorker(10, 0)(out[0].task)
     assert rows[0]["num_padding"] == 0
@@ -97,7 +88,7 @@ def test_flush_emits_everything_and_long_documents_fill_whole_rows(algorithm, al
     op = PackSequences(100, algorithm, num_open_bins=4, allow_split=allow_split)
     acc = op.new_accumulator(0)
     lengths = [250, 30, 70, 99, 1, 45, 60]
-    out = _push(acc, lengths) + acc.flush()
+    out = push_lengths(acc, lengths) + acc.flush()
     rows = [r for item in out for r in op.worker()(item.task)]
     assert sum(100 - int(r["num_padding"]) for r in rows) == sum(lengths)
     full = [r for r in rows if r["num_padding"] == 0 and (r["input_ids"] // 1000 == 0).all()]
@@ -147,7 +138,7 @@ def test_missing_field_names_the_field():
 def test_rows_name_every_document_and_a_split_document_in_each_row(algorithm, allow_split):
     op = PackSequences(10, algorithm, num_open_bins=1, allow_split=allow_split)
     acc = op.new_accumulator(0)
-    out = _push(acc, [4, 15, 3]) + acc.flush()
+    out = push_lengths(acc, [4, 15, 3]) + acc.flush()
     rows = [r for item in out for r in op.worker()(item.task)]
     lineage = [lin for item in out for lin in item.lineage]
     spans = [segment_spans(r["document_ids"], lin) for r, lin in zip(rows, lineage)]

@@ -4,18 +4,17 @@ Without ``mask_field`` nothing changes: same row fields, same config (so same fi
 
 from __future__ import annotations
 
-import functools
 import pickle
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 from zephon_pack import PackedTrainingView, PackSequences, segment_spans
 from zephon_pack.algorithms import Masked
 from zephon_pack.assemble import PackWorker
+from zephon_pack.testing import PackConformance
 
 from zephon_core import ConfigError, OperatorError, Pipeline
-from zephon_core.conformance import OperatorConformance
 from zephon_core.testing.packing import collect, token_documents, token_source
 
 
@@ -95,21 +94,9 @@ def test_mask_field_validation(bad):
         PackSequences(16, mask_field=bad)
 
 
-class MaskedPackConformance(OperatorConformance):
+class MaskedPackConformance(PackConformance):
     __test__ = False
-    algorithm = "wrap"
-    allow_split: bool | None = None
-
-    @pytest.fixture
-    def operator_factory(self):
-        return functools.partial(
-            PackSequences,
-            128,
-            algorithm=self.algorithm,
-            allow_split=self.allow_split,
-            num_open_bins=4,
-            mask_field="loss_mask",
-        )
+    pack_options: ClassVar[dict[str, Any]] = {"mask_field": "loss_mask"}
 
     @pytest.fixture
     def sample_records(self):

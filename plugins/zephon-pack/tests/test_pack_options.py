@@ -11,8 +11,9 @@ import functools
 import numpy as np
 import pytest
 from zephon_pack import PackSequences
+from zephon_pack.testing import push_lengths, row_fills
 
-from zephon_core import ConfigError, Dataset, Pipeline, Records, StaticMixtureWorkSource, Work
+from zephon_core import ConfigError, Dataset, Pipeline, Records, StaticMixtureWorkSource
 from zephon_core.conformance import OperatorConformance
 from zephon_core.conformance.harness import run_global
 from zephon_core.testing.packing import TOKEN_STRIDE, check_packed_rows, collect, token_documents, token_source
@@ -81,38 +82,28 @@ def test_best_fit_wrap_and_orders_keep_every_token_once(docs, kw):
     assert rows["num_padding"].sum() / rows["input_ids"].size < 0.1
 
 
-def _push(acc, lengths, start=0):
-    payloads = [{"input_ids": np.arange(n, dtype=np.int32) + 1000 * (start + i)} for i, n in enumerate(lengths)]
-    keys = list(range(start, start + len(lengths)))
-    return acc.push(Records(payloads, keys, [(k,) for k in keys]))
-
-
-def _fills(emitted):
-    return [[len(s) for s in row] for item in emitted if isinstance(item, Work) for row in item.task]
-
-
 def test_best_fit_wrap_places_tightest_then_wraps_into_the_emptiest_row():
     acc = PackSequences(10, "best_fit_wrap", candidate_pool_size=2).new_accumulator(0)
-    assert _push(acc, [6, 5, 3, 4]) == []
+    assert push_lengths(acc, [6, 5, 3, 4]) == []
     assert acc.state()["fills"] == [9, 9]  # 3 went to the 6 (tightest), 4 to the 5
     # a 7 fits nowhere and the pool is full: it tops up the emptiest row (tie: the oldest), then goes on in a new row
-    assert _fills(_push(acc, [7], start=4)) == [[6, 3, 1]]
+    assert row_fills(push_lengths(acc, [7], start=4)) == [[6, 3, 1]]
     assert acc.state() == {"fills": [9, 6], "ages": [3, 0]}
     # a long document: it tops up the emptiest row, then fills whole rows, and its tail stays open
-    assert _fills(_push(acc, [23], start=5)) == [[6, 4], [10]]
+    assert row_fills(push_lengths(acc, [23], start=5)) == [[6, 4], [10]]
     assert acc.state()["fills"] == [9, 9]
 
 
 def test_max_candidate_age_closes_old_rows_padded():
     acc = PackSequences(100, "best_fit_wrap", candidate_pool_size=4, max_candidate_age=2).new_accumulator(0)
-    assert _push(acc, [50, 60, 70]) == []
-    assert _fills(_push(acc, [80], start=3)) == [[50]]  # open for 3 > 2 further documents
+    assert push_lengths(acc, [50, 60, 70]) == []
+    assert row_fills(push_lengths(acc, [80], start=3)) == [[50]]  # open for 3 > 2 further documents
     assert acc.state() == {"fills": [60, 70, 80], "ages": [2, 1, 0]}
     # the age bound holds through a real pipeline: no row waits longer than the bound in documents
     acc = PackSequences(512, "best_fit_wrap", candidate_pool_size=8, max_candidate_age=5).new_accumulator(0)
     lengths = [int(n) for n in np.random.default_rng(0).integers(1, 400, 300)]  # test data only
     for i, n in enumerate(lengths):
-        _push(acc, [n], start=i)
+        push_lengths(acc, [n], start=i)
         assert all(a <= 5 for a in acc.state()["ages"])
 
 

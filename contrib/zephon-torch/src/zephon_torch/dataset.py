@@ -45,7 +45,7 @@ _DATASET_STATE = "dataset_state"  # where StatefulDataLoader (num_workers=0) kee
 class ZephonIterableDataset(IterableDataset):
     """This data-parallel rank's microbatches as dicts of tensors; ``Stateful`` for ``StatefulDataLoader``.
 
-    Build it with :func:`to_torch_dataset`.
+    Build it with :func:`to_torch_dataset`, which finds ``info`` and checks ``pin_memory``.
 
     Attributes:
         pipeline: the pipeline being iterated (rebuilt by ``load_state_dict`` when a factory was given).
@@ -57,22 +57,19 @@ class ZephonIterableDataset(IterableDataset):
     def __init__(
         self,
         pipeline: Pipeline | Callable[[], Pipeline],
+        info: DataParallelInfo,
         *,
-        dp_group: Any = None,
-        dp_rank: int | None = None,
-        dp_world_size: int | None = None,
         pin_memory: bool = False,
         device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        check_pin_memory(pin_memory)
         self._factory = None if isinstance(pipeline, Pipeline) else pipeline
         if self._factory is not None and not callable(self._factory):
             raise ConfigError(
                 f"to_torch_dataset needs a zephon_core.Pipeline or a function that builds one, got "
                 f"{type(pipeline).__name__}"
             )
-        self.info: DataParallelInfo = resolve_data_parallel(dp_group, dp_rank, dp_world_size)
+        self.info = info
         self.pin_memory = pin_memory
         self.device = device
         self.pipeline = self._configure(pipeline if self._factory is None else self._factory())
@@ -175,9 +172,9 @@ def to_torch_dataset(
         pin_memory: copy microbatches into page-locked memory (needs an accelerator).
         device: move microbatches to this device.
     """
-    return ZephonIterableDataset(
-        pipeline, dp_group=dp_group, dp_rank=dp_rank, dp_world_size=dp_world_size, pin_memory=pin_memory, device=device
-    )
+    check_pin_memory(pin_memory)
+    info = resolve_data_parallel(dp_group, dp_rank, dp_world_size)
+    return ZephonIterableDataset(pipeline, info, pin_memory=pin_memory, device=device)
 
 
 def merge_dataloader_states(states: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
