@@ -34,6 +34,11 @@ Reader base classes (a plugin writes only what its format needs):
   detects a dataset; :func:`in_request_order` hands rows back in request order.
 * :class:`LayoutReader` — datasets described by one ``index.json`` (:data:`INDEX_FILE`):
   :func:`detect_index`, :func:`parse_index_json`, :func:`index_path`, :func:`check_sample_indices`.
+* :class:`IndexedFileReader` — a :class:`FileReader` whose files each have a sidecar index
+  (``<file>.zidx``: JSON Lines, WebDataset): where it is kept, download, freshness against the data
+  file (:class:`SourceIdentity`, :func:`identity_of`, :func:`local_identity`), adoption, the
+  stale-index error; :func:`write_sidecar`, :func:`read_sidecar_header`, :func:`check_sidecar_size`
+  frame the file (magic, version, JSON header) and write it atomically with the data's permissions.
 """
 
 from __future__ import annotations
@@ -82,6 +87,17 @@ from zephon_core.storage.retry import (
     call_with_retry,
     describe_error,
     is_permanent_error,
+)
+from zephon_core.storage.sidecar import (
+    IDENTITY_PROBE,
+    IndexedFileReader,
+    SidecarIndex,
+    SourceIdentity,
+    check_sidecar_size,
+    identity_of,
+    local_identity,
+    read_sidecar_header,
+    write_sidecar,
 )
 from zephon_core.storage.validate import BadRecord, Validation, validate, validate_shard
 
@@ -140,4 +156,13 @@ __all__ = [
     "split_storage_options",
     "storage_kwargs",
     "write_manifest",
+    "IDENTITY_PROBE",
+    "IndexedFileReader",
+    "SidecarIndex",
+    "SourceIdentity",
+    "check_sidecar_size",
+    "identity_of",
+    "local_identity",
+    "read_sidecar_header",
+    "write_sidecar",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -22,13 +21,14 @@ import numpy as np
 from zephon_core import ConfigError, ReaderError, RecordError, ShardInfo
 from zephon_core.storage import (
     FileInfo,
-    FileReader,
+    IndexedFileReader,
     LocalFile,
     ManifestEntry,
-    cache_key,
+    SourceIdentity,
     call_with_retry,
     check_listing,
     in_request_order,
+    local_identity,
     read_manifest,
 )
 from zephon_jsonl import zidx
@@ -39,7 +39,7 @@ _RAW_DECODE = json.JSONDecoder().raw_decode
 """``json.loads`` minus its per-call encoding detection and whitespace regexes (hot path)."""
 
 
-class JsonlReader(FileReader):
+class JsonlReader(IndexedFileReader[zidx.LineIndex]):
     """Reads a folder (or one file) of JSON Lines files; each line is one sample (a JSON object).
 
     Args:
@@ -62,7 +62,7 @@ class JsonlReader(FileReader):
 
     format = "jsonl"
     data_files = FILES
-    _RUNTIME = ("_indexes",)
+    index_suffix = zidx.SUFFIX
 
     def __init__(
         self,
@@ -82,18 +82,11 @@ class JsonlReader(FileReader):
         if verify == "checksum":
             storage = {**storage, "verify": "checksum"}
         super().__init__(path, prefetch=prefetch, open_files=open_files, manifest=manifest, storage=storage)
+        self._init_indexes(rebuild_stale=rebuild_stale, index_dir=index_dir)
         names = self._names(fields, "fields")
         self.fields = tuple(names) if names is not None else None
         self.verify = bool(verify)
-        self.rebuild_stale = bool(rebuild_stale)
-        self.index_dir = index_dir
-        self._remote_indexes: set[str] = set()
-        self.built_indexes = 0
         self._init_runtime()
-
-    def _init_runtime(self) -> None:
-        super()._init_runtime()
-        self._indexes: dict[int, zidx.LineIndex] = {}
 
     # -- listing ------------------------------------------------------------------------------------
     def _list_files(self) -> tuple[list[FileInfo], dict[str, ManifestEntry] | None]:
@@ -104,13 +97,7 @@ class JsonlReader(FileReader):
         self._remote_indexes = {n for n in names if n.endswith(zidx.SUFFIX)}
         if not files:
             raise ReaderError(f"{self.path}: no {FILES.what} found")
-        data = {f.rel for f in files}
-        orphans = sorted(n[: -len(zidx.SUFFIX)] for n in self._remote_indexes if n[: -len(zidx.SUFFIX)] not in data)
-        if orphans and not self.storage.is_single_file:
-            raise ReaderError(
-                f"{self.storage.url_of(orphans[0])}: missing, but its index {orphans[0]}{zidx.SUFFIX} is there "
-                "(the file was deleted or renamed; delete the index too if that was on purpose)"
-            )
+        self._check_orphan_indexes({f.rel for f in files})
         manifest = read_manifest(self.storage, self.format) if self.use_manifest else None
         if manifest is not None:
             check_listing(self.storage, files, manifest)
@@ -123,51 +110,7 @@ class JsonlReader(FileReader):
     def describe(self) -> dict[str, Any]:
         return {"format": self.format, "fields": list(self.fields) if self.fields else None}
 
-    # -- indexes ------------------------------------------------------------------------------------
-    def _index_paths(self, info: FileInfo) -> list[str]:
-        key = cache_key(self.storage.url_of(info.rel), name=info.rel) + zidx.SUFFIX
-        if self.index_dir:
-            return [os.path.join(self.index_dir, key)]
-        cached = os.path.join(self.storage.cache_dir, "index", key)
-        if self.storage.is_local:
-            return [self.storage.full_path(info.rel) + zidx.SUFFIX, cached]
-        return [cached]
-
-    def _fresh(self, built: zidx.Identity, info: FileInfo) -> bool:
-        """Whether an index built for ``built`` fits the file as listed now.
-
-        Same size and version is enough. Otherwise (a copy with a new mtime, an index built
-        locally and uploaded beside remote objects) the first and last 64 KiB must match.
-        """
-        if built.matches(zidx.Identity(info.size, info.version)):
-            return True
-        if built.size != info.size or built.head_crc is None:
-            return False
-        if self.storage.is_local:
-            return built.matches(zidx.local_identity(self.storage.full_path(info.rel)))
-        return built.matches(self._remote_identity(info))
-
-    def _remote_identity(self, info: FileInfo) -> zidx.Identity:
-        def probe() -> tuple[bytes, bytes]:
-            with self.storage.fs.open(self.storage.full_path(info.rel), "rb") as f:
-                head = f.read(zidx.PROBE)
-                f.seek(max(0, info.size - zidx.PROBE))
-                return head, f.read(zidx.PROBE)
-
-        url = self.storage.url_of(info.rel)
-        head, tail = call_with_retry(probe, what=url, attempts=self.storage.retries, base_delay=self.storage.backoff)
-        return zidx.Identity(info.size, info.version, zlib.crc32(head), zlib.crc32(tail))
-
-    def _index(self, i: int) -> zidx.LineIndex:
-        idx = self._indexes.get(i)
-        if idx is not None:
-            return idx
-        with self._lock:
-            idx = self._indexes.get(i)
-            if idx is None:
-                idx = self._indexes[i] = self._load_or_build(i)
-        return idx
-
+    # -- indexes (found, checked, adopted and saved by IndexedFileReader) ---------------------------
     def build_indexes(self, jobs: int = 1, progress: Callable[[int, int], None] | None = None) -> None:
         """Load or build every file's index, ``jobs`` files at a time (what ``zephon index`` runs).
 
@@ -203,61 +146,19 @@ class JsonlReader(FileReader):
         """The local path of a data file, whose permission bits its index copies (None when remote)."""
         return self.storage.full_path(info.rel) if self.storage.is_local else None
 
-    def _load_or_build(self, i: int) -> zidx.LineIndex:
-        info, name = self.files()[i], self._name(i)
-        paths = self._index_paths(info)
-        if not self.storage.is_local and not os.path.exists(paths[0]):
-            self._download_index(info, paths[0])
-        stale = None
-        for p in paths:
-            if os.path.exists(p):
-                idx = zidx.read(p, name)
-                if self._fresh(idx.source, info):
-                    if idx.source.version != info.version:
-                        idx = self._adopt(p, idx, info)
-                    return idx
-                stale = (p, idx.source)
-        if stale is not None and not self.rebuild_stale:
-            p, src = stale
-            raise ReaderError(
-                f"{name}: index {p} is stale (built for a file of {src.size} bytes, version {src.version}; "
-                f"the file now has {info.size} bytes, version {info.version}). Rebuild it with "
-                f"`zephon index {self.path}`, delete it, or pass rebuild_stale=True"
-            )
-        return self._build(i, paths)
+    def _read_index(self, path: str, name: str) -> zidx.LineIndex:
+        return zidx.read(path, name)
 
-    def _adopt(self, path: str, idx: zidx.LineIndex, info: FileInfo) -> zidx.LineIndex:
-        """Record the file's current version in a content-checked index, so the check runs once."""
-        src = idx.source
-        updated = zidx.LineIndex(
-            np.array(idx.starts),
-            np.array(idx.lengths),
-            np.array(idx.crcs),
-            zidx.Identity(info.size, info.version, src.head_crc, src.tail_crc),
-            idx.compression,
-            idx.data_size,
+    def _write_index(self, path: str, idx: zidx.LineIndex, info: FileInfo) -> None:
+        zidx.write(path, idx, like=self._data_path(info))
+
+    def _with_source(self, idx: zidx.LineIndex, source: SourceIdentity) -> zidx.LineIndex:
+        """A copy whose arrays live in memory, not in a map of the index file about to be replaced."""
+        return zidx.LineIndex(
+            np.array(idx.starts), np.array(idx.lengths), np.array(idx.crcs), source, idx.compression, idx.data_size
         )
-        try:
-            zidx.write(path, updated, like=self._data_path(info))
-        except OSError:
-            return idx  # read-only location: keep checking contents next time
-        return zidx.read(path, self._name(self.files().index(info)))
 
-    def _download_index(self, info: FileInfo, dest: str) -> None:
-        remote = info.rel + zidx.SUFFIX
-        if remote not in self._remote_indexes:
-            return
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        tmp = f"{dest}.part-{os.getpid()}-{threading.get_ident()}"
-        call_with_retry(
-            lambda: self.storage.fs.get_file(self.storage.full_path(remote), tmp),
-            what=self.storage.url_of(remote),
-            attempts=self.storage.retries,
-            base_delay=self.storage.backoff,
-        )
-        os.replace(tmp, dest)
-
-    def _build(self, i: int, paths: list[str]) -> zidx.LineIndex:
+    def _build_index(self, i: int, paths: list[str]) -> zidx.LineIndex:
         info, name = self.files()[i], self._name(i)
         comp = compression_of(info.rel) or "none"
         data = self._data_file(i, None, comp)
@@ -267,25 +168,14 @@ class JsonlReader(FileReader):
             raise ReaderError(f"{name}: cannot scan: {exc}") from None
         finally:
             data.release()
-        ident = zidx.Identity(info.size, info.version)
+        ident = SourceIdentity(info.size, info.version)
         if self.storage.is_local:
-            full = zidx.local_identity(self.storage.full_path(info.rel))
+            full = local_identity(self.storage.full_path(info.rel))
             if full.size != info.size:
                 raise ReaderError(f"{name}: the file changed while it was being indexed")
-            ident = zidx.Identity(info.size, info.version, full.head_crc, full.tail_crc)
+            ident = SourceIdentity(info.size, info.version, full.head_crc, full.tail_crc)
         idx = zidx.LineIndex(starts, lengths, crcs, ident, comp, size)
-        for p in paths:
-            folder = os.path.dirname(os.path.abspath(p))
-            try:
-                zidx.write(p, idx, like=self._data_path(info))
-            except OSError:
-                if not os.access(folder, os.W_OK):
-                    continue  # read-only data folder: fall back to the cache directory
-                raise
-            with self._lock:  # zephon index builds several files' indexes at once
-                self.built_indexes += 1
-            return zidx.read(p, name)
-        raise ReaderError(f"{name}: no writable place for its index (tried {paths}); pass index_dir=")
+        return self._save_index(paths, idx, info, name)
 
     # -- data files ---------------------------------------------------------------------------------
     def _data_file(self, i: int, idx: zidx.LineIndex | None, comp: str) -> LocalFile:
@@ -321,26 +211,7 @@ class JsonlReader(FileReader):
     def _open_file(self, i: int) -> tuple[int, Callable[[], None]]:
         """A descriptor of the (decompressed) data, checked against the size its index was built for."""
         idx = self._index(i)
-        data = self._data_file(i, idx, idx.compression)
-        try:
-            fd = os.open(data.path, os.O_RDONLY)
-        except OSError as exc:
-            data.release()
-            raise ReaderError(f"{self._name(i)}: cannot open: {exc}") from None
-        size = os.fstat(fd).st_size
-        if size != idx.data_size:
-            os.close(fd)
-            data.release()
-            raise ReaderError(
-                f"{self._name(i)}: has {size} bytes but its index was built for {idx.data_size}: "
-                "the file changed or was truncated after indexing"
-            )
-
-        def release() -> None:
-            os.close(fd)
-            data.release()
-
-        return fd, release
+        return self._open_indexed(i, self._data_file(i, idx, idx.compression), idx.data_size)
 
     def _prefetchable(self, rel: str) -> bool:
         """Only plain files: compressed ones are decompressed into the cache when first opened."""

@@ -15,63 +15,26 @@ Checksums per record catch an index that disagrees with the data, or corrupted b
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
 import struct
-import threading
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from zephon_core import ReaderError
-from zephon_core.storage.manifest import shared_mode
+from zephon_core.storage import SourceIdentity, check_sidecar_size, read_sidecar_header, write_sidecar
 
 MAGIC = b"ZIDX"
 VERSION = 1
 SUFFIX = ".zidx"
-PROBE = 64 * 1024
 _BLOCK = 16 * 1024 * 1024
 _WS = b" \t\r\n\f\v"
 
-
-@dataclass(frozen=True)
-class Identity:
-    """What an index was built from; compared with the source file on every open."""
-
-    size: int
-    version: str
-    head_crc: int | None = None
-    tail_crc: int | None = None
-
-    def matches(self, now: Identity) -> bool:
-        """Same size and either the same version or (local files) the same head and tail bytes.
-
-        Falling back to content CRCs keeps an index valid across ``cp`` / ``rsync`` without
-        ``-t``, which change the mtime but not the data.
-        """
-        if self.size != now.size:
-            return False
-        if self.version == now.version:
-            return True
-        return self.head_crc is not None and (self.head_crc, self.tail_crc) == (now.head_crc, now.tail_crc)
-
-
-def local_identity(path: str, *, with_crc: bool = True) -> Identity:
-    """Identity of a local file: size, mtime and (optionally) CRCs of its first and last 64 KiB."""
-    st = os.stat(path)
-    if not with_crc:
-        return Identity(st.st_size, str(st.st_mtime_ns))
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        head = os.pread(fd, PROBE, 0)
-        tail = os.pread(fd, PROBE, max(0, st.st_size - PROBE))
-    finally:
-        os.close(fd)
-    return Identity(st.st_size, str(st.st_mtime_ns), zlib.crc32(head), zlib.crc32(tail))
+Identity = SourceIdentity
+"""What an index was built from (the kernel's :class:`~zephon_core.storage.SourceIdentity`)."""
 
 
 @dataclass
@@ -81,7 +44,7 @@ class LineIndex:
     starts: np.ndarray
     lengths: np.ndarray
     crcs: np.ndarray
-    source: Identity
+    source: SourceIdentity
     compression: str
     data_size: int
 
@@ -146,60 +109,33 @@ def _read(path: str, start: int, length: int) -> bytes:
 
 
 def write(path: str, idx: LineIndex, like: str | None = None) -> None:
-    """Write ``idx`` to ``path`` atomically (temp file + rename), so readers never see half an index.
+    """Write ``idx`` to ``path`` atomically (:func:`~zephon_core.storage.write_sidecar`).
 
     ``like``: the data file the index describes; the index gets its permission bits (execute bits
     dropped), so whoever may read the data may read its index. Without it, the process umask
-    decides, as for any new file (a private temp file's 0600 would lock out a dataset's group).
+    decides, as for any new file.
     """
-    header = json.dumps(
-        {
-            "count": len(idx),
-            "compression": idx.compression,
-            "data_size": idx.data_size,
-            "source": {
-                "size": idx.source.size,
-                "version": idx.source.version,
-                "head_crc": idx.source.head_crc,
-                "tail_crc": idx.source.tail_crc,
-            },
-        }
-    ).encode()
-    header += b" " * (-len(header) % 8)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".zidx-{os.getpid()}-{threading.get_ident()}-{secrets.token_hex(4)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies, unlike mkstemp's 0600
-    try:
-        with os.fdopen(fd, "wb") as f:
-            mode = shared_mode([like]) if like is not None else None
-            if mode is not None:
-                os.fchmod(f.fileno(), mode)
-            f.write(MAGIC + struct.pack("<B3xQ", VERSION, len(header)) + header)
-            f.write(idx.starts.astype("<i8").tobytes())
-            f.write(idx.lengths.astype("<u4").tobytes())
-            f.write(idx.crcs.astype("<u4").tobytes())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    header = {
+        "count": len(idx),
+        "compression": idx.compression,
+        "data_size": idx.data_size,
+        "source": idx.source.to_json(),
+    }
+
+    def body() -> Iterator[bytes]:
+        yield idx.starts.astype("<i8").tobytes()
+        yield idx.lengths.astype("<u4").tobytes()
+        yield idx.crcs.astype("<u4").tobytes()
+
+    write_sidecar(path, MAGIC, VERSION, header, body(), like=like)
 
 
 def read(path: str, name: str) -> LineIndex:
     """Load an index (arrays memory-mapped, so worker processes share one copy in the page cache)."""
     try:
-        with open(path, "rb") as f:
-            pre = f.read(16)
-            if len(pre) < 16 or pre[:4] != MAGIC:
-                raise ReaderError(f"{name}: index {path} is not a zephon-jsonl index")
-            version, hlen = struct.unpack("<B3xQ", pre[4:])
-            if version != VERSION:
-                raise ReaderError(f"{name}: index {path} has version {version}, expected {VERSION}; rebuild it")
-            header: dict[str, Any] = json.loads(f.read(hlen))
+        header, base = read_sidecar_header(path, name, MAGIC, VERSION, "zephon-jsonl")
         n = int(header["count"])
-        base = 16 + hlen
-        if os.path.getsize(path) != base + 16 * n:
-            raise ReaderError(f"{name}: index {path} is truncated; delete it or rebuild it with `zephon index`")
+        check_sidecar_size(path, name, base + 16 * n)
         if n == 0:
             empty = np.zeros(0, dtype=np.int64)
             starts, lengths, crcs = empty, empty.astype(np.uint32), empty.astype(np.uint32)
@@ -207,8 +143,7 @@ def read(path: str, name: str) -> LineIndex:
             starts = np.memmap(path, dtype="<i8", mode="r", offset=base, shape=(n,))
             lengths = np.memmap(path, dtype="<u4", mode="r", offset=base + 8 * n, shape=(n,))
             crcs = np.memmap(path, dtype="<u4", mode="r", offset=base + 12 * n, shape=(n,))
-        src = header["source"]
-        ident = Identity(int(src["size"]), str(src["version"]), src.get("head_crc"), src.get("tail_crc"))
+        ident = SourceIdentity.from_json(header["source"])
         return LineIndex(starts, lengths, crcs, ident, str(header["compression"]), int(header["data_size"]))
     except ReaderError:
         raise

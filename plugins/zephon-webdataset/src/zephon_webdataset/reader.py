@@ -11,8 +11,8 @@ checksum and size), so an index that disagrees with the bytes, or a corrupt head
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,16 +20,16 @@ import numpy as np
 
 from zephon_core import ConfigError, ReaderError, RecordError, ShardInfo
 from zephon_core.storage import (
+    MANIFEST,
     FileInfo,
-    FileReader,
+    IndexedFileReader,
     ManifestEntry,
-    cache_key,
-    call_with_retry,
+    SourceIdentity,
     check_listing,
+    identity_of,
     in_request_order,
     read_manifest,
 )
-from zephon_core.storage.manifest import MANIFEST
 from zephon_webdataset import tarindex
 from zephon_webdataset.decode import DEFAULT_DECODE, decoder_for, decoders
 from zephon_webdataset.detect import FILES
@@ -41,7 +41,7 @@ DEFAULT_GAP = 256 * 1024
 _MAX_RANGE = 64 * 1024 * 1024
 
 
-class WebDatasetReader(FileReader):
+class WebDatasetReader(IndexedFileReader[tarindex.TarIndex]):
     """Reads WebDataset tar shards (one shard per ``.tar``); each sample is a dict of its fields.
 
     A sample is ``{"__key__": key, "<ext>": value, …}``: ``dir/abc.jpg`` and ``dir/abc.txt`` are
@@ -73,7 +73,8 @@ class WebDatasetReader(FileReader):
 
     format = "webdataset"
     data_files = FILES
-    _RUNTIME = ("_indexes",)
+    index_suffix = tarindex.SUFFIX
+    index_noun = "tar"
 
     def __init__(
         self,
@@ -112,23 +113,16 @@ class WebDatasetReader(FileReader):
             if dup:
                 raise ConfigError(f"webdataset reader: shard {dup[0]!r} is named twice")
         super().__init__(root, prefetch=prefetch, open_files=open_files, manifest=manifest, storage=storage)
+        self._init_indexes(rebuild_stale=rebuild_stale, index_dir=index_dir)
         self.path = path
         self.selection = selection
         self._decoders = decoders(decode_text)
         self.decode_text = sorted(self._decoders)
         names = self._names(fields, "fields")
         self.fields = tuple(names) if names is not None else None
-        self.rebuild_stale = bool(rebuild_stale)
-        self.index_dir = index_dir
         self.download = bool(download)
         self.gap = max(0, int(gap))
-        self._remote_indexes: set[str] = set()
-        self.built_indexes = 0
         self._init_runtime()
-
-    def _init_runtime(self) -> None:
-        super()._init_runtime()
-        self._indexes: dict[int, tarindex.TarIndex] = {}
 
     # -- listing ------------------------------------------------------------------------------------
     def _list_files(self) -> tuple[list[FileInfo], dict[str, ManifestEntry] | None]:
@@ -146,13 +140,7 @@ class WebDatasetReader(FileReader):
             files = [tars[r] for r in sorted(tars)]
             if not files:
                 raise ReaderError(f"{self.storage.url_of('')}: no {FILES.what} found")
-            orphans = sorted(n[: -len(tarindex.SUFFIX)] for n in self._remote_indexes)
-            orphans = [o for o in orphans if o not in tars]
-            if orphans and not self.storage.is_single_file:
-                raise ReaderError(
-                    f"{self.storage.url_of(orphans[0])}: missing, but its index {orphans[0]}{tarindex.SUFFIX} is "
-                    "there (the tar was deleted or renamed; delete the index too if that was on purpose)"
-                )
+            self._check_orphan_indexes(tars.keys())
         else:
             missing = [s for s in sel if s not in tars]
             if missing:
@@ -182,94 +170,17 @@ class WebDatasetReader(FileReader):
             "shard_names": self.selection,
         }
 
-    # -- indexes ------------------------------------------------------------------------------------
-    def _index_paths(self, info: FileInfo) -> list[str]:
-        key = cache_key(self.storage.url_of(info.rel), name=info.rel) + tarindex.SUFFIX
-        if self.index_dir:
-            return [os.path.join(self.index_dir, key)]
-        cached = os.path.join(self.storage.cache_dir, "index", key)
-        if self.storage.is_local:
-            return [self.storage.full_path(info.rel) + tarindex.SUFFIX, cached]
-        return [cached]
+    # -- indexes (found, checked, adopted and saved by IndexedFileReader) ---------------------------
+    def _read_index(self, path: str, name: str) -> tarindex.TarIndex:
+        return tarindex.read(path, name)
 
-    def _range_reader(self, info: FileInfo) -> Callable[[int, int], bytes]:
-        if self.storage.is_local:
-            path = self.storage.full_path(info.rel)
+    def _write_index(self, path: str, idx: tarindex.TarIndex, info: FileInfo) -> None:
+        tarindex.write(path, idx)
 
-            def read_local(start: int, end: int) -> bytes:
-                with open(path, "rb") as f:
-                    f.seek(start)
-                    return f.read(end - start)
+    def _with_source(self, idx: tarindex.TarIndex, source: SourceIdentity) -> tarindex.TarIndex:
+        return dataclasses.replace(idx, source=source)
 
-            return read_local
-        return lambda start, end: self.storage.read_range(info.rel, start, end, info)
-
-    def _fresh(self, built: tarindex.Identity, info: FileInfo) -> bool:
-        """Same size and version; else (a copy, an uploaded index) the same first and last 64 KiB."""
-        if built.matches(tarindex.Identity(info.size, info.version)):
-            return True
-        if built.size != info.size or built.head_crc is None:
-            return False
-        return built.matches(tarindex.identity_of(self._range_reader(info), info.size, info.version))
-
-    def _index(self, i: int) -> tarindex.TarIndex:
-        idx = self._indexes.get(i)
-        if idx is not None:
-            return idx
-        with self._lock:
-            idx = self._indexes.get(i)
-            if idx is None:
-                idx = self._indexes[i] = self._load_or_build(i)
-        return idx
-
-    def _load_or_build(self, i: int) -> tarindex.TarIndex:
-        info, name = self.files()[i], self._name(i)
-        paths = self._index_paths(info)
-        if not self.storage.is_local and not os.path.exists(paths[0]):
-            self._download_index(info, paths[0])
-        stale = None
-        for p in paths:
-            if os.path.exists(p):
-                idx = tarindex.read(p, name)
-                if self._fresh(idx.source, info):
-                    if idx.source.version != info.version:
-                        idx = self._adopt(p, idx, info)
-                    return idx
-                stale = (p, idx.source)
-        if stale is not None and not self.rebuild_stale:
-            p, src = stale
-            raise ReaderError(
-                f"{name}: index {p} is stale (built for a tar of {src.size} bytes, version {src.version}; "
-                f"the tar now has {info.size} bytes, version {info.version}). Rebuild it with "
-                f"`zephon index {self.path}`, delete it, or pass rebuild_stale=True"
-            )
-        return self._build(i, paths)
-
-    def _adopt(self, path: str, idx: tarindex.TarIndex, info: FileInfo) -> tarindex.TarIndex:
-        """Record the tar's current version in a content-checked index, so the check runs once."""
-        src = idx.source
-        idx.source = tarindex.Identity(info.size, info.version, src.head_crc, src.tail_crc)
-        try:
-            tarindex.write(path, idx)
-        except OSError:
-            idx.source = src  # read-only location: check the contents again next time
-        return idx
-
-    def _download_index(self, info: FileInfo, dest: str) -> None:
-        remote = info.rel + tarindex.SUFFIX
-        if remote not in self._remote_indexes:
-            return
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        tmp = f"{dest}.part-{os.getpid()}-{threading.get_ident()}"
-        call_with_retry(
-            lambda: self.storage.fs.get_file(self.storage.full_path(remote), tmp),
-            what=self.storage.url_of(remote),
-            attempts=self.storage.retries,
-            base_delay=self.storage.backoff,
-        )
-        os.replace(tmp, dest)
-
-    def _build(self, i: int, paths: list[str]) -> tarindex.TarIndex:
+    def _build_index(self, i: int, paths: list[str]) -> tarindex.TarIndex:
         """Scan the tar's headers (a verified local copy with ``verify="checksum"``) and save the index."""
         info, name = self.files()[i], self._name(i)
         if self.storage.is_local or self.content_checksums:
@@ -279,26 +190,17 @@ class WebDatasetReader(FileReader):
                     size = os.fstat(f.fileno()).st_size
                     if size != info.size:
                         raise ReaderError(f"{name}: has {size} bytes, listed with {info.size}: the tar changed")
-                    ident = tarindex.identity_of(_reader_of(f), size, info.version)
+                    ident = identity_of(_reader_of(f), size, info.version)
                     idx = tarindex.build(f, ident, name)
             except OSError as exc:
                 raise ReaderError(f"{name}: cannot scan: {exc}") from None
             finally:
                 local.release()
         else:
-            ident = tarindex.identity_of(self._range_reader(info), info.size, info.version)
+            ident = self._current_identity(info)  # range reads of its first and last 64 KiB
             with self.storage.open_remote(info.rel, info) as f:
                 idx = tarindex.build(f, ident, name)
-        for p in paths:
-            try:
-                tarindex.write(p, idx)
-            except OSError:
-                if not os.access(os.path.dirname(os.path.abspath(p)), os.W_OK):
-                    continue  # read-only data folder: fall back to the cache directory
-                raise
-            self.built_indexes += 1
-            return tarindex.read(p, name)
-        raise ReaderError(f"{name}: no writable place for its index (tried {paths}); pass index_dir=")
+        return self._save_index(paths, idx, info, name)
 
     # -- data ---------------------------------------------------------------------------------------
     def _ranged(self) -> bool:
@@ -308,26 +210,7 @@ class WebDatasetReader(FileReader):
     def _open_file(self, i: int) -> tuple[int, Callable[[], None]]:
         """A descriptor of the local tar (or its cached copy), checked against the size indexed."""
         idx = self._index(i)
-        local = self._local(i)
-        try:
-            fd = os.open(local.path, os.O_RDONLY)
-        except OSError as exc:
-            local.release()
-            raise ReaderError(f"{self._name(i)}: cannot open: {exc}") from None
-        size = os.fstat(fd).st_size
-        if size != idx.source.size:
-            os.close(fd)
-            local.release()
-            raise ReaderError(
-                f"{self._name(i)}: has {size} bytes but its index was built for {idx.source.size}: "
-                "the tar changed or was truncated after indexing"
-            )
-
-        def release() -> None:
-            os.close(fd)
-            local.release()
-
-        return fd, release
+        return self._open_indexed(i, self._local(i), idx.source.size)
 
     def _prefetchable(self, rel: str) -> bool:
         """Whole-file downloads ahead help only when tars are read from whole copies."""

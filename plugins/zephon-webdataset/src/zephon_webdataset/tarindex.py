@@ -21,25 +21,20 @@ so a changed tar is a stale index, not wrong samples (a copy with a new mtime st
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import re
 import struct
-import tempfile
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 
 from zephon_core import ReaderError
+from zephon_core.storage import SourceIdentity, check_sidecar_size, read_sidecar_header, write_sidecar
 
 MAGIC = b"ZWDS"
 VERSION = 1
 SUFFIX = ".zidx"
-PROBE = 64 * 1024
 BLOCK = 512
 
 _META = re.compile(r"__[^/]*__($|/)")
@@ -56,29 +51,8 @@ def split_name(name: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2).lower()) if m else None
 
 
-@dataclass(frozen=True)
-class Identity:
-    """What an index was built from; compared with the tar as listed now on every open."""
-
-    size: int
-    version: str
-    head_crc: int | None = None
-    tail_crc: int | None = None
-
-    def matches(self, now: Identity) -> bool:
-        """Same size and version, or same size and the same first and last 64 KiB (a copy)."""
-        if self.size != now.size:
-            return False
-        if self.version == now.version:
-            return True
-        return self.head_crc is not None and (self.head_crc, self.tail_crc) == (now.head_crc, now.tail_crc)
-
-
-def identity_of(read: Callable[[int, int], bytes], size: int, version: str) -> Identity:
-    """Identity from a ``read(start, end)`` of the tar's first and last 64 KiB."""
-    head = read(0, min(size, PROBE))
-    tail = read(max(0, size - PROBE), size)
-    return Identity(size, version, zlib.crc32(head), zlib.crc32(tail))
+Identity = SourceIdentity
+"""What an index was built from (the kernel's :class:`~zephon_core.storage.SourceIdentity`)."""
 
 
 @dataclass
@@ -92,7 +66,7 @@ class TarIndex:
     member_field: np.ndarray
     keys: bytes
     fields: list[str]
-    source: Identity
+    source: SourceIdentity
 
     def __len__(self) -> int:
         return len(self.sample_first) - 1
@@ -259,7 +233,7 @@ def _pax_records(data: bytes, name: str, pos: int) -> dict[str, str]:
     return out
 
 
-def build(f: IO[bytes], source: Identity, name: str) -> TarIndex:
+def build(f: IO[bytes], source: SourceIdentity, name: str) -> TarIndex:
     """Scan ``f`` and return its index (see :func:`scan`)."""
     first, keys, data, sizes, fields = scan(f, source.size, name)
     names = sorted(set(fields))
@@ -281,56 +255,40 @@ def build(f: IO[bytes], source: Identity, name: str) -> TarIndex:
 
 
 def write(path: str, idx: TarIndex) -> None:
-    """Write ``idx`` atomically (temp file + rename): readers never see half an index."""
-    src = idx.source
-    header = json.dumps(
-        {
-            "samples": len(idx),
-            "members": len(idx.member_data),
-            "key_bytes": len(idx.keys),
-            "fields": idx.fields,
-            "source": {"size": src.size, "version": src.version, "head_crc": src.head_crc, "tail_crc": src.tail_crc},
-        }
-    ).encode()
-    header += b" " * (-len(header) % 8)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".zidx-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + struct.pack("<B3xQ", VERSION, len(header)) + header)
-            for arr, dt in (
-                (idx.sample_first, "<i8"),
-                (idx.key_offset, "<i8"),
-                (idx.member_data, "<i8"),
-                (idx.member_size, "<i8"),
-                (idx.member_field, "<i4"),
-            ):
-                f.write(np.asarray(arr).astype(dt).tobytes())
-            f.write(b"\0" * (4 * (len(idx.member_field) % 2)))
-            f.write(idx.keys)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    """Write ``idx`` atomically (:func:`~zephon_core.storage.write_sidecar`): readers never see half an index.
+
+    The file is owner-only (0600), as it always was here; JSON Lines indexes take their data file's bits.
+    """
+    header = {
+        "samples": len(idx),
+        "members": len(idx.member_data),
+        "key_bytes": len(idx.keys),
+        "fields": idx.fields,
+        "source": idx.source.to_json(),
+    }
+
+    def body() -> Iterator[bytes]:
+        for arr, dt in (
+            (idx.sample_first, "<i8"),
+            (idx.key_offset, "<i8"),
+            (idx.member_data, "<i8"),
+            (idx.member_size, "<i8"),
+            (idx.member_field, "<i4"),
+        ):
+            yield np.asarray(arr).astype(dt).tobytes()
+        yield b"\0" * (4 * (len(idx.member_field) % 2))
+        yield idx.keys
+
+    write_sidecar(path, MAGIC, VERSION, header, body(), mode=0o600)
 
 
 def read(path: str, name: str) -> TarIndex:
     """Load an index; the member arrays are memory-mapped (worker processes share the page cache)."""
     try:
-        with open(path, "rb") as f:
-            pre = f.read(16)
-            if len(pre) < 16 or pre[:4] != MAGIC:
-                raise ReaderError(f"{name}: index {path} is not a zephon-webdataset index")
-            version, hlen = struct.unpack("<B3xQ", pre[4:])
-            if version != VERSION:
-                raise ReaderError(f"{name}: index {path} has version {version}, expected {VERSION}; rebuild it")
-            header: dict[str, Any] = json.loads(f.read(hlen))
+        header, base = read_sidecar_header(path, name, MAGIC, VERSION, "zephon-webdataset")
         n, m, kb = int(header["samples"]), int(header["members"]), int(header["key_bytes"])
-        base = 16 + hlen
         arrays_end = base + 8 * (2 * (n + 1) + 2 * m) + 4 * (m + m % 2)
-        if os.path.getsize(path) != arrays_end + kb:
-            raise ReaderError(f"{name}: index {path} is truncated; delete it or rebuild it with `zephon index`")
+        check_sidecar_size(path, name, arrays_end + kb)
 
         def arr(dt: str, offset: int, count: int) -> np.ndarray:
             if count == 0:
@@ -346,8 +304,7 @@ def read(path: str, name: str) -> TarIndex:
         with open(path, "rb") as f:
             f.seek(arrays_end)
             keys = f.read(kb)
-        src = header["source"]
-        ident = Identity(int(src["size"]), str(src["version"]), src.get("head_crc"), src.get("tail_crc"))
+        ident = SourceIdentity.from_json(header["source"])
         return TarIndex(first, key_offset, member_data, member_size, member_field, keys, list(header["fields"]), ident)
     except ReaderError:
         raise
