@@ -55,7 +55,7 @@ class DependsOnWorkerIdentity(_MapBase):
 
     @staticmethod
     def work(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [_tag(p, worker=threading.get_ident() % 7) for p in payloads]
+        return [_tag(p, worker=threading.get_ident()) for p in payloads]
 
 
 class DependsOnTiming(_MapBase):
