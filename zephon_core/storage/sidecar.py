@@ -387,6 +387,10 @@ class IndexedFileReader(FileReader, Generic[IndexT]):
             return self._read_index(p, name)
         raise ReaderError(f"{name}: no writable place for its index (tried {list(paths)}); pass index_dir=")
 
+    def _data_path(self, info: FileInfo) -> str | None:
+        """The local path of a data file, whose permission bits its index copies (None when remote)."""
+        return self.storage.full_path(info.rel) if self.storage.is_local else None
+
     def _open_indexed(self, i: int, local: LocalFile, indexed_size: int) -> tuple[int, Release]:
         """A descriptor of shard ``i``'s local data (``local``, released with it) of the size its index expects.
 

@@ -142,10 +142,6 @@ class JsonlReader(IndexedFileReader[zidx.LineIndex]):
                 if progress is not None:
                     progress(done, total)
 
-    def _data_path(self, info: FileInfo) -> str | None:
-        """The local path of a data file, whose permission bits its index copies (None when remote)."""
-        return self.storage.full_path(info.rel) if self.storage.is_local else None
-
     def _read_index(self, path: str, name: str) -> zidx.LineIndex:
         return zidx.read(path, name)
 

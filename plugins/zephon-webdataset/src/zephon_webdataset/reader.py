@@ -175,7 +175,7 @@ class WebDatasetReader(IndexedFileReader[tarindex.TarIndex]):
         return tarindex.read(path, name)
 
     def _write_index(self, path: str, idx: tarindex.TarIndex, info: FileInfo) -> None:
-        tarindex.write(path, idx)
+        tarindex.write(path, idx, like=self._data_path(info))
 
     def _with_source(self, idx: tarindex.TarIndex, source: SourceIdentity) -> tarindex.TarIndex:
         return dataclasses.replace(idx, source=source)

@@ -254,10 +254,11 @@ def build(f: IO[bytes], source: SourceIdentity, name: str) -> TarIndex:
     )
 
 
-def write(path: str, idx: TarIndex) -> None:
+def write(path: str, idx: TarIndex, like: str | None = None) -> None:
     """Write ``idx`` atomically (:func:`~zephon_core.storage.write_sidecar`): readers never see half an index.
 
-    The file is owner-only (0600), as it always was here; JSON Lines indexes take their data file's bits.
+    ``like``: the tar file the index describes; the index takes its permission bits, so whoever may
+    read the shard may read its index (as for JSON Lines indexes).
     """
     header = {
         "samples": len(idx),
@@ -279,7 +280,7 @@ def write(path: str, idx: TarIndex) -> None:
         yield b"\0" * (4 * (len(idx.member_field) % 2))
         yield idx.keys
 
-    write_sidecar(path, MAGIC, VERSION, header, body(), mode=0o600)
+    write_sidecar(path, MAGIC, VERSION, header, body(), like=like)
 
 
 def read(path: str, name: str) -> TarIndex:
