@@ -1,8 +1,9 @@
 """Large payloads through the runners: 150 KB images per sample, side by side in one run.
 
 (a) a light map (flip left-right, a view) then ``batch(32)``, map parallelism 2: samples/s and
-    end-to-end GB/s for the inline, threads and processes runners (also with only the map on
-    processes), Grain's ``mp_prefetch`` with 2 workers, and the reference implementation
+    end-to-end GB/s for the inline, threads and processes runners (processes: fetch and map fused
+    into one pool, collation on threads; also unfused, fetch and map each in its own pool, and with
+    only the map on processes), Grain's ``mp_prefetch`` with 2 workers, and the reference implementation
     ``zephon==0.2.0`` (threads and its process runner); (a2) the same with an upside-down flip, whose
     copy runs at memory speed, to tell the runners' cost from the cost of copying a left-right flip;
 (b) the same with a map that also holds the GIL for about 0.5 ms of pure Python per sample: threads
@@ -154,12 +155,18 @@ def measure(batches: Callable[[], Iterable[Any]], size: Callable[[Any], int]) ->
 MAP_ONLY = "processes, map only"
 """The map on processes; fetch and batch (collation) on threads in the training process."""
 
+UNFUSED = "processes, fuse=False"
+"""Fetch and map on processes, each in its own pool (as before fusion): a sample crosses into the
+map's worker and back."""
+
 
 def zephon_pipeline(n: int, runner: str, fn: Callable[[dict[str, Any]], Any], parallelism: int = 2) -> Pipeline:
     ws = StaticMixtureWorkSource([Dataset("images", PoolReader(n))], chunk_size=BATCH, seed=0)
     if runner == MAP_ONLY:
         p = Pipeline(ws).fetch(runner="threads").map_transform(fn, parallelism=parallelism, runner="processes")
         return p.batch(BATCH, runner="threads").options(runner="threads")
+    if runner == UNFUSED:
+        return Pipeline(ws).map_transform(fn, parallelism=parallelism).batch(BATCH).options(runner="processes", fuse=False)
     return Pipeline(ws).map_transform(fn, parallelism=parallelism).batch(BATCH).options(runner=runner)
 
 
@@ -324,11 +331,11 @@ def main() -> None:
     )
     runs: dict[tuple[str, str], list[Run]] = {}
     for _ in range(args.repeats):  # interleave the loaders so the shared machine's noise hits all alike
-        for runner in ("inline", "threads", "processes", MAP_ONLY):
+        for runner in ("inline", "threads", "processes", UNFUSED, MAP_ONLY):
             runs.setdefault(("a", f"zephon {runner}"), []).append(run_zephon(n, runner, flip))
-        for runner in ("threads", "processes", MAP_ONLY):
+        for runner in ("threads", "processes", UNFUSED, MAP_ONLY):
             runs.setdefault(("a2", f"zephon {runner}"), []).append(run_zephon(n, runner, flip_rows))
-        for runner in ("threads", "processes", MAP_ONLY):
+        for runner in ("threads", "processes", UNFUSED, MAP_ONLY):
             runs.setdefault(("b", f"zephon {runner}"), []).append(run_zephon(n, runner, busy))
         if have_grain:
             for work, fn in (("a", flip), ("b", busy)):

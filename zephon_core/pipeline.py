@@ -29,6 +29,7 @@ from zephon_core.runtime.batch import BatchSpec, Collate
 from zephon_core.runtime.diagnose import Diagnosis, diagnose
 from zephon_core.runtime.engine import Engine, StagePlan
 from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
+from zephon_core.runtime.fusion import fuse
 from zephon_core.runtime.metrics import timed, windowed
 from zephon_core.runtime.replay import LaneStart
 from zephon_core.runtime.reporter import MIN_INTERVAL_S, MetricsReporter, start_reporter
@@ -64,7 +65,10 @@ class Options:
     ``autotune=True`` lets the pipeline raise the parallelism of whichever step limits throughput
     while it runs, within ``cpu_budget`` workers in all steps together (default: one per step plus one
     per CPU, so that even a small machine has room to move); the data is the same whatever it chooses.
-    ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
+    ``fuse`` (default True) lets consecutive per-record steps on the processes runner (fetch, then
+    ``map_transform`` and operators built on it) run as one task in one pool, so records cross between
+    processes once (:mod:`zephon_core.runtime.fusion`); ``fuse=False`` keeps each step's own pool
+    and metrics. ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
     read in groups of at most 1/32 of it), so large records do not multiply memory by queue depths.
 
     Observability (none of it changes the data): ``trace`` records worker task spans for
@@ -93,6 +97,7 @@ class Options:
     lane_assignment: str = "modulo"
     lane_seed: int = 0
     validate: str = "off"
+    fuse: bool = True
 
     def __post_init__(self) -> None:
         check_validation_mode(self.validate)
@@ -100,6 +105,8 @@ class Options:
     def check(self) -> None:
         """Validate every option (called by ``Pipeline.options``)."""
         check_timeout(self.timeout_s, "option")
+        if not isinstance(self.fuse, bool):
+            raise ConfigError(f"option fuse must be True or False, got {self.fuse!r}")
         self._validate_observability()
         c = self.cpu_budget
         if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
@@ -509,7 +516,10 @@ class Pipeline:
         fetch_timeout = self._fetch.timeout_s or default_timeout or FETCH_TIMEOUT_S
         plans = [StagePlan(self._fetch, self._fetch.runner or runner, self._fetch.parallelism, fetch_timeout)]
         plans += [StagePlan(op, op.runner or runner, op.parallelism, op.timeout_s or default_timeout) for op in self._ops]
-        batch_plan = StagePlan(batch, batch.runner or runner, batch.parallelism, batch.timeout_s or default_timeout)
+        if self._opts.fuse:
+            plans = fuse(plans, StagePlan)
+        batch_runner = batch.runner or batch.default_runner(runner)
+        batch_plan = StagePlan(batch, batch_runner, batch.parallelism, batch.timeout_s or default_timeout)
         view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
         starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
         self._engine = Engine(

@@ -76,8 +76,11 @@ def sample_rng(base: int, key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(mix64(base, key)))
 
 
-class _PassThrough(Accumulator):
+class PassThrough(Accumulator):
     """Hands each incoming run of records to the workers as one task (work on groups, not records).
+
+    Stateless: on the processes runner the kernel may run this step's worker in the previous step's
+    task (:mod:`zephon_core.runtime.fusion`), which is why operators built on it must not subclass it.
 
     With ``with_keys`` the task is ``(payloads, keys)``: a function that takes ``rng`` needs each
     record's key on the worker to seed its generator.
@@ -158,7 +161,7 @@ class _FunctionOperator(Operator):
         return {"fn": callable_name(self.fn)}
 
     def new_accumulator(self, lane: int) -> Accumulator:
-        return _PassThrough(with_keys=self.takes_rng)
+        return PassThrough(with_keys=self.takes_rng)
 
     def worker(self) -> WorkerFn:
         # the name is final only once the pipeline has numbered repeated steps, so hash it here

@@ -16,7 +16,7 @@ from typing import Any
 
 from zephon_core.errors import ConfigError
 from zephon_core.ops.contract import Accumulator, Operator, Payload, Traits, WorkerFn, apply_each
-from zephon_core.ops.mapping import _PassThrough
+from zephon_core.ops.mapping import PassThrough
 
 ERRORS = ("strict", "replace", "ignore", "skip")
 
@@ -115,7 +115,7 @@ class DecodeText(Operator):
         }
 
     def new_accumulator(self, lane: int) -> Accumulator:
-        return _PassThrough()
+        return PassThrough()
 
     def worker(self) -> WorkerFn:
         return _DecodeWorker(

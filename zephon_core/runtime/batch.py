@@ -149,7 +149,7 @@ class BatchSpec:
         microbatch_size: rows per microbatch; a lane's last, partial microbatch is left over.
         collate: ``rows -> dict of arrays``; default stacks each field.
         parallelism: collation workers.
-        runner: where collation runs (default: the pipeline's runner).
+        runner: where collation runs (default: the pipeline's runner; see :meth:`default_runner`).
         timeout_s: limit for one microbatch's collation (default: the pipeline's ``timeout_s`` option).
         drop_last: False delivers each lane's last rows as a final, smaller microbatch instead of
             leaving them over. It is a function of the lane's data, so it is the same on every world
@@ -203,6 +203,16 @@ class BatchSpec:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "batch", "name": "batch", "config": self.config()}
+
+    def default_runner(self, pipeline_runner: str) -> str:
+        """Where collation runs when ``batch(runner=...)`` is not given: the pipeline's runner, except
+        that the default collation (numpy stacking, which releases the GIL) with no ``map_batch`` stays
+        on threads in the training process when the pipeline runs on processes. Sending a microbatch's
+        rows to another process and the stacked batch back costs two copies more than stacking them
+        here, and the batch has to end up here anyway."""
+        if pipeline_runner == "processes" and self.collate is default_collate and not self.maps:
+            return "threads"
+        return pipeline_runner
 
     def new_accumulator(self, lane: int, start: LaneStart | None = None) -> BatchAccumulator:
         keyed = any(m.rng_base is not None for m in self.maps)

@@ -138,14 +138,18 @@ def _bootstrap_hint() -> str:
 
 
 class RemoteError(Exception):
-    """An exception raised inside a worker process, carried back as text."""
+    """An exception raised inside a worker process, carried back as text (with the failed item's
+    position and, in a fused task, the step that failed: see :mod:`zephon_core.runtime.fusion`)."""
 
-    def __init__(self, type_name: str, message: str, tb: str, index: int | None = None) -> None:
+    def __init__(
+        self, type_name: str, message: str, tb: str, index: int | None = None, fused_step: int | None = None
+    ) -> None:
         super().__init__(message if index is not None else f"{type_name}: {message}")
         self.type_name = type_name
         self.message = message
         self.remote_traceback = tb
         self.index = index
+        self.fused_step = fused_step
 
 
 def _exit_with_parent(sock: socket.socket) -> None:
@@ -170,9 +174,10 @@ def _exit_with_parent(sock: socket.socket) -> None:
         threading.Thread(target=watch, name="zephon-parent-watch", daemon=True).start()
 
 
-def _failure(tid: int, exc: BaseException) -> tuple[int, bool, tuple[str, str, str, int | None]]:
+def _failure(tid: int, exc: BaseException) -> tuple[int, bool, tuple[str, str, str, int | None, int | None]]:
     index = getattr(exc, "index", None) if isinstance(exc, ItemFailure) else None
-    return (tid, False, (type(exc).__name__, str(exc), traceback.format_exc(), index))
+    step = getattr(exc, "fused_step", None)
+    return (tid, False, (type(exc).__name__, str(exc), traceback.format_exc(), index, step))
 
 
 def _worker_main(sock: socket.socket, preload: tuple[str, ...], env: dict[str, str] | None) -> None:
@@ -217,7 +222,7 @@ def _worker_main(sock: socket.socket, preload: tuple[str, ...], env: dict[str, s
         except ConnectionError:  # the parent is gone
             return
         except Exception as exc:  # nothing was written: an unpicklable result, or no memory for it
-            ch.send((tid, False, (type(exc).__name__, f"cannot send result: {exc}", "", None)))
+            ch.send((tid, False, (type(exc).__name__, f"cannot send result: {exc}", "", None, None)))
         del out
 
 
@@ -226,8 +231,11 @@ class _ProcessExecutor:
         try:
             fn_msg = encode(fn)
         except Exception as exc:
+            find = getattr(getattr(fn, "__wrapped__", fn), "unpicklable_step", None)  # a fused stage's steps
+            step = find() if find is not None else None
+            who = f"{step!r} (fused into {label!r})" if step is not None else repr(label)
             raise ConfigError(
-                f"operator {label!r}: its worker function cannot be pickled for the processes runner "
+                f"operator {who}: its worker function cannot be pickled for the processes runner "
                 f"({exc}); use a module-level function or runner='threads'"
             ) from exc
         self._label = label

@@ -119,8 +119,13 @@ class Stage:
         else:
             cause = str(exc) if isinstance(exc, ZephonError) else f"{type(exc).__name__}: {exc}"
         cls = type(exc) if isinstance(exc, OperatorError) else OperatorError
+        name = self.name
+        step_name = getattr(self.spec, "step_name", None)
+        step = step_name(getattr(exc, "fused_step", None)) if step_name is not None else None
+        if step is not None:  # a fused stage (runtime/fusion.py): name the step that failed
+            name, what = step, f"{what}, fused into {self.name!r}"
         err = cls(
-            f"operator {self.name!r} ({what}) failed on lane {lane}, samples {self.describe_samples(lineage)}: {cause}"
+            f"operator {name!r} ({what}) failed on lane {lane}, samples {self.describe_samples(lineage)}: {cause}"
         )
         err.__cause__ = exc
         return err
@@ -248,8 +253,9 @@ class Stage:
 
     def _convert(self, msg: Message, result: Any, work: Work) -> Any:
         """Turn a worker's result into the next stage's input (``None``: nothing to forward)."""
+        own = getattr(self.spec, "materialize", None)  # a fused stage rebuilds its steps' tombstones
         try:
-            out = materialize(self.spec.traits.fanout, result, work)
+            out = own(result, work) if own is not None else materialize(self.spec.traits.fanout, result, work)
         except TypeError as exc:
             raise self._error("worker", msg.lane, work.lineage, exc) from exc
         if out is not None and len(out.dropped) > len(work.dropped):
