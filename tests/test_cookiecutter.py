@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from zephon_core.testing.isolated import build_wheels, new_venv, pip_install
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,12 +29,12 @@ def test_template_round_trip(tmp_path):
     assert (op_pkg / ".github/workflows/ci.yml").exists() and (reader_pkg / "src/zephon_csv/reader.py").exists()
     assert not (op_pkg / "src/zephon_dedupe/reader.py").exists()
 
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    py = str(venv / "bin" / "python")
-    for target in (f"{ROOT}[testing]", str(op_pkg), str(reader_pkg)):
-        res = _run([py, "-m", "pip", "install", "-q", target])
-        assert res.returncode == 0, res.stderr[-3000:]
+    # a bare venv that this interpreter's pip fills with wheels built here (see zephon_core.testing.isolated)
+    python = new_venv(tmp_path / "venv")
+    py = str(python)
+    kernel, op_whl, reader_whl = build_wheels([ROOT, op_pkg, reader_pkg], tmp_path / "wheels")
+    res = _run([*pip_install(python), f"{kernel}[testing]", str(op_whl), str(reader_whl)])
+    assert res.returncode == 0, res.stderr[-3000:]
 
     for pkg in (op_pkg, reader_pkg):
         res = _run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--zephon-examples=2"], cwd=pkg)
@@ -49,7 +50,8 @@ def test_template_round_trip(tmp_path):
     )
     assert broken != text
     src.write_text(broken)
-    res = _run([py, "-m", "pip", "install", "-q", str(op_pkg)])
+    (op_whl,) = build_wheels([op_pkg], tmp_path / "wheels-broken")
+    res = _run([*pip_install(python), "--force-reinstall", "--no-deps", str(op_whl)])
     assert res.returncode == 0, res.stderr[-2000:]
     res = _run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--zephon-examples=2", "-rf",
                 "-k", "global_random_state or parallelism"], cwd=op_pkg)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import pytest
 
 from zephon_core.testing.isolated import (
+    build_wheels,
     clean_env,
     install_alone,
     installed,
     package_dir,
+    pip_install,
     repository_root,
     run,
     run_script,
@@ -67,8 +69,8 @@ def test_installed_alone(tmp_path):
     python = install_alone("zephon-parquet", tmp_path, timeout=600)  # the kernel, then the in-repo dependency
     root = repository_root()
     assert root is not None
-    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    run([*pip, str(package_dir("zephon-hf", root))], 600)
+    (hf,) = build_wheels([package_dir("zephon-hf", root)], tmp_path / "wheels", 600)
+    run([*pip_install(python), str(hf)], 600)
     dists = installed(python)
     assert {"zephon-hf", "zephon-parquet", "zephon-core", "pyarrow", "pyyaml"} <= dists, sorted(dists)
     assert not dists & {"datasets", "torch", "pandas", "vortex-data", "zephon-jsonl"}, sorted(dists)
