@@ -51,8 +51,8 @@ def drop_elevens(p: dict[str, Any]) -> dict[str, Any] | None:
     return None if p["i"] % 11 == 0 else p
 
 
-def explode_on_37(p: dict[str, Any]) -> dict[str, Any]:
-    if p["i"] == 37:
+def explode_on_41(p: dict[str, Any]) -> dict[str, Any]:
+    if p["i"] == 41:
         raise ValueError("bad record")
     return p
 
@@ -94,12 +94,13 @@ def test_tombstones_keep_the_unfused_order_step_by_step():
 
 def test_a_failing_fused_step_is_named_with_its_sample():
     ws = StaticMixtureWorkSource([Dataset("nums", SkippingReader(N))], chunk_size=16, seed=0)
-    p = Pipeline(ws).map_transform(explode_on_37).batch(8).options(runner="processes")
+    p = Pipeline(ws).map_transform(drop_fives).map_transform(explode_on_41).batch(8).options(runner="processes")
     with p, pytest.raises(OperatorError) as info:
         list(p)
     msg = str(info.value)
-    assert "operator 'explode_on_37' (worker, fused into 'fetch+explode_on_37')" in msg
-    assert "nums[shard 0 (s0), index 37]" in msg and "ValueError: bad record" in msg
+    assert "operator 'explode_on_41' (worker, fused into 'fetch+drop_fives+explode_on_41')" in msg
+    # 35, 38 and 40 were dropped before it in its task: its position among the map's inputs is not its slot
+    assert "nums[shard 0 (s0), index 41]" in msg and "ValueError: bad record" in msg
 
 
 def test_fusion_stops_at_a_stateful_step_or_another_runner():

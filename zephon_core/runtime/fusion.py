@@ -75,6 +75,16 @@ class FusedAccumulator:
         return Work((item.task, item.keys if self.keyed else None), item.keys, item.lineage, item.dropped, item.meta)
 
 
+def _tag(exc: BaseException, step: int, index: int | None = None) -> None:
+    """Mark a failure with the fused step that raised it and, for an item failure, the task's slot."""
+    try:
+        exc.__dict__["fused_step"] = step
+        if index is not None:
+            exc.__dict__["index"] = index
+    except AttributeError:  # an exception type without a __dict__: reported under the fused stage's name
+        pass
+
+
 @dataclass(frozen=True, slots=True)
 class FusedWorker:
     """Runs the steps' workers one after the other on one task (fanout one throughout).
@@ -102,7 +112,7 @@ class FusedWorker:
         try:
             out = list(self.workers[0](inner))
         except BaseException as exc:
-            exc.fused_step = 0  # type: ignore[attr-defined]
+            _tag(exc, 0)
             raise
         levels: list[int] | None = None
         for step, (fn, keyed) in enumerate(zip(self.workers[1:], self.keyed), 1):
@@ -118,9 +128,7 @@ class FusedWorker:
                     raise TypeError(f"worker returned {got} outputs for {len(live)} inputs")
             except BaseException as exc:
                 index = getattr(exc, "index", None)
-                if isinstance(index, int) and 0 <= index < len(live):
-                    exc.index = live[index]  # type: ignore[attr-defined]
-                exc.fused_step = step  # type: ignore[attr-defined]
+                _tag(exc, step, live[index] if isinstance(index, int) and 0 <= index < len(live) else None)
                 raise
             for i, r in zip(live, res):
                 if r is None:
