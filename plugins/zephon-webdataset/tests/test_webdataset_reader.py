@@ -245,3 +245,15 @@ def test_index_reads_headers_only(tmp_path, monkeypatch):
     assert row["txt"] == "c13" and len(row["jpg"]) == 300_000
     assert index_bytes < 40 * 70_000 < path.stat().st_size // 2
     assert 300_000 < sample_bytes < 300_000 + 4096  # one ranged read: the sample's members and headers
+
+
+def test_an_index_takes_its_tars_permission_bits(three):
+    """Readers sharing a dataset can read its indexes: the index copies the tar's bits (not 0600)."""
+    import stat
+
+    folder, _ = three
+    os.chmod(folder / "train-0000.tar", 0o644)
+    os.chmod(folder / "train-0001.tar", 0o640)
+    Dataset.from_path("x", str(folder))
+    modes = [stat.S_IMODE(os.stat(folder / f"train-{k:04d}.tar.zidx").st_mode) for k in range(2)]
+    assert modes == [0o644, 0o640]
