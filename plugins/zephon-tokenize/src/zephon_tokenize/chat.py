@@ -30,9 +30,10 @@ import numpy as np
 
 from zephon_core import Accumulator, ConfigError, Dataset, Operator, ReaderError
 from zephon_core.ops.contract import ItemFailure, WorkerFn
+from zephon_core.ops.mapping import PassThrough
 from zephon_tokenize.calibrate import sample_plan
 from zephon_tokenize.chat_template import ChatTemplate, ChatTemplateError, conversation, load_template, token_mask
-from zephon_tokenize.operator import _GroupAccumulator, _positive_int
+from zephon_tokenize.operator import _positive_int
 from zephon_tokenize.resolve import BUILTIN_NAMES, resolve_tokenizer
 from zephon_tokenize.worker import TokenizeWorker
 
@@ -247,7 +248,7 @@ class TokenizeChat(Operator):
         }
 
     def new_accumulator(self, lane: int) -> Accumulator:
-        return _GroupAccumulator()
+        return PassThrough()
 
     def worker(self) -> WorkerFn:
         return self._worker

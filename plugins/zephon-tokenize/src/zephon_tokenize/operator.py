@@ -1,8 +1,10 @@
 """``tokenize``: text to token ids on parallel workers, and the calibration for mixing in tokens.
 
-The accumulator does nothing but hand each incoming run of records (one fetched chunk) to a worker
-as one group, so the expensive part, ``encode_batch`` over the group, is all on the workers and
-the operator is stateless. ``split_long_samples`` makes it 1→n (each piece keeps the document's
+The accumulator is the kernel's :class:`~zephon_core.ops.mapping.PassThrough`: it hands each
+incoming run of records (one fetched chunk) to a worker as one group, so the expensive part,
+``encode_batch`` over the group, is all on the workers and the operator is stateless; on the
+processes runner the kernel may therefore run it in the same task as the fetch and the maps before
+it (stage fusion), so records do not cross between processes just to be tokenized. ``split_long_samples`` makes it 1→n (each piece keeps the document's
 lineage; the kernel gives each piece its own key).
 """
 
@@ -11,20 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from zephon_core import Accumulator, ConfigError, Dataset, Operator, Records, Traits, Work
-from zephon_core.ops.contract import Emitted, WorkerFn
+from zephon_core import Accumulator, ConfigError, Dataset, Operator, Traits
+from zephon_core.ops.contract import WorkerFn
+from zephon_core.ops.mapping import PassThrough
 from zephon_tokenize.calibrate import estimate_tokens_per_sample
 from zephon_tokenize.resolve import BUILTIN_NAMES, resolve_tokenizer
 from zephon_tokenize.worker import TokenizeWorker
-
-
-class _GroupAccumulator(Accumulator):
-    """Each incoming run of records becomes one work group (the worker encodes it in one call)."""
-
-    def push(self, records: Records) -> list[Emitted]:
-        if not records.payloads:
-            return [records] if records.dropped else []
-        return [Work(records.payloads, records.keys, records.lineage, records.dropped)]
 
 
 def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
@@ -146,7 +140,7 @@ class Tokenize(Operator):
         }
 
     def new_accumulator(self, lane: int) -> Accumulator:
-        return _GroupAccumulator()
+        return PassThrough()
 
     def worker(self) -> WorkerFn:
         return self._worker
