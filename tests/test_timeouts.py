@@ -63,6 +63,10 @@ def test_timeouts_are_validated():
         _pipeline("threads", 1.0).options(timeout_s="soon")
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("runner", ["threads", "processes"])
 def test_ctrl_c_exits_a_script_blocked_on_a_hung_worker(runner, tmp_path):
     script = tmp_path / "train.py"
@@ -82,7 +86,15 @@ def test_ctrl_c_exits_a_script_blocked_on_a_hung_worker(runner, tmp_path):
             """
         )
     )
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as a terminal delivers it: a test run launched in the background of a shell without job
+    # control inherits SIGINT ignored, and Python started that way never raises KeyboardInterrupt.
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
+    )
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "started"
