@@ -36,7 +36,7 @@ demo: $(DEMO_STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=40
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=40
 
 .PHONY: typecheck docs
 

@@ -19,11 +19,16 @@ def demo_source():
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files holding a ``slow`` case run first (the order within a file is kept).
+    """Files holding a ``slow`` case run first, then the others, each group largest file first (the
+    order within a file is kept).
 
-    ``make test`` hands whole files to two xdist workers in collection order, and ``contrib/`` (torch
-    ranks, Ray clusters, demos) is collected last: its long files used to start when the other
-    worker had nothing left, leaving one core idle for the last five minutes of the run.
+    ``make test`` hands whole files to two xdist workers in this order (``--no-loadscope-reorder``;
+    xdist's own reordering puts files with the most tests first, so the one-test files that take a
+    minute, install-alone checks and the template round trip, ran last and left one worker idle for
+    the last minutes). Long files first, short ones to fill the gaps, ends both workers together.
     """
     slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items[:] = sorted(items, key=lambda item: item.path not in slow_files)  # sorted() is stable
+    counts: dict[object, int] = {}
+    for item in items:
+        counts[item.path] = counts.get(item.path, 0) + 1
+    items[:] = sorted(items, key=lambda item: (item.path not in slow_files, -counts[item.path]))  # stable
