@@ -126,7 +126,7 @@ def test_stubs_writes_a_parsable_stub_with_plugin_operators(tmp_path: Path, monk
     if "tokenize" not in default_plugin_manager().registry.names("operator"):
         pytest.skip("zephon-tokenize is not installed")
     assert "tokenize" in out
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Pipeline")
     method = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "tokenize")
     names = {a.arg for a in method.args.args + method.args.kwonlyargs}
     assert {"tokenizer_id", "field", "parallelism"} <= names

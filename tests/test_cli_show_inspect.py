@@ -197,3 +197,58 @@ def test_errors_are_one_line_and_exit_status_2(written: Path, tmp_path: Path, co
         assert code == 2, (argv, out, err)
         assert out == "" and err.count("\n") == 1 and err.startswith("zephon: error: ") and words in err, err
         assert "Traceback" not in err
+
+
+# -- looking leaves the data as it was ----------------------------------------------------------------
+def _listing(folder: Path) -> dict[str, int]:
+    """Every name under ``folder`` (and the folder itself) with its mtime in ns: what a write would change."""
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in [folder, *sorted(folder.rglob("*"))]}
+
+
+def _indexed_data(fmt: str, folder: Path) -> list[Path]:
+    """Two files of ``fmt`` (a format that keeps an index per data file), written by its own library."""
+    recs = _records()[:10]
+    if fmt == "jsonl":
+        pytest.importorskip("zephon_jsonl")
+        folder.mkdir()
+        files = [folder / f"part-{k}.jsonl" for k in range(2)]
+        for k, f in enumerate(files):
+            f.write_text("".join(json.dumps(r) + "\n" for r in recs[k * 5 : k * 5 + 5]))
+        return files
+    pytest.importorskip("zephon_webdataset")
+    from zephon_webdataset.testing import as_sample, write_tar
+
+    files = [folder / f"shard-{k:03d}.tar" for k in range(2)]
+    for k, f in enumerate(files):
+        write_tar(f, [as_sample({**r, "source": "test"}) for r in recs[k * 5 : k * 5 + 5]])
+    return files
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "webdataset"])
+def test_show_and_inspect_write_nothing_beside_the_data(tmp_path: Path, fmt: str) -> None:
+    """The index these formats need is built in the cache directory, not in the data folder."""
+    folder = tmp_path / fmt
+    _indexed_data(fmt, folder)
+    before = _listing(folder)
+    for argv in (["show", str(folder), "-n", "2"], ["inspect", str(folder)], ["inspect", str(folder), "--json"]):
+        code, _, err = run_cli(*argv)
+        assert code == 0, err
+        assert _listing(folder) == before, f"zephon {' '.join(argv)} changed the data folder"
+    assert len(list((tmp_path / "cache" / "index").iterdir())) == 2  # where the indexes went instead
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "webdataset"])
+def test_show_and_inspect_use_an_index_beside_the_data_without_rewriting_it(tmp_path: Path, fmt: str) -> None:
+    """A data file copied with a new mtime still fits its index (same content); looking does not record that."""
+    folder = tmp_path / fmt
+    files = _indexed_data(fmt, folder)
+    code, _, err = run_cli("index", str(folder))
+    assert code == 0, err
+    st = files[0].stat()
+    os.utime(files[0], ns=(st.st_atime_ns, st.st_mtime_ns - 10**9))  # what `cp` without -p leaves
+    before = _listing(folder)
+    for argv in (["show", str(folder), "-n", "1"], ["inspect", str(folder)]):
+        code, _, err = run_cli(*argv)
+        assert code == 0, err
+        assert _listing(folder) == before, f"zephon {' '.join(argv)} changed the data folder"
+    assert not (tmp_path / "cache" / "index").exists()  # the indexes beside the data were used

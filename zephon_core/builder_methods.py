@@ -1,20 +1,67 @@
 """Builder methods for registered operators, with the factory's real signature and docstring.
 
-``Pipeline(ws).tokenize(...)`` exists once ``zephon-tokenize`` is installed. The method is made on
-first use from the registered factory, so editors, ``help()`` and ``inspect.signature`` show the
-operator's own parameters, and a misspelled keyword is an error that lists the valid ones (with the
-closest match) instead of a ``TypeError`` from deep inside the plugin.
+``Pipeline(ws).tokenize(...)`` exists once ``zephon-tokenize`` is installed. Operators are plugins,
+so the class cannot spell them out; instead:
+
+- on the class, every operator of the default plugin manager is a real attribute (an
+  :class:`OperatorMethod` descriptor), installed the first time the class is asked for a name it
+  lacks or for its ``dir()``, so ``help(Pipeline.tokenize)`` and ``inspect.signature`` show the
+  operator's own parameters and docstring while ``import zephon_core`` loads no plugin;
+- on an instance, the method is built from the pipeline's *own* plugin manager (a pipeline made
+  with ``plugins=pm`` uses ``pm``'s operators, also those the default manager lacks);
+- a misspelled keyword, option or operator is an error that lists the valid names with the closest
+  match, instead of a ``TypeError`` from deep inside the plugin.
 """
 
 from __future__ import annotations
 
 import difflib
+import enum
 import functools
 import inspect
-from collections.abc import Callable
-from typing import Any
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
-from zephon_core.errors import ConfigError
+from zephon_core.errors import ConfigError, PluginError
+
+if TYPE_CHECKING:
+    from zephon_core.plugins import Registration, ZephonPluginManager
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Unchanged(enum.Enum):
+    """The type of :data:`UNCHANGED`, the default of every ``Pipeline.options`` parameter.
+
+    A sentinel rather than ``None``, because ``None`` is a meaningful value of several options
+    (``timeout_s=None``: no limit).
+    """
+
+    UNCHANGED = "unchanged"
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED = Unchanged.UNCHANGED
+"""``options(x=UNCHANGED)``, the default: keep the option's current value."""
+
+
+class Builder(Protocol):
+    """What an operator method needs from the pipeline it belongs to."""
+
+    @property
+    def plugins(self) -> ZephonPluginManager: ...
+
+    def apply(self, kind: str, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest candidate, or ``""`` when none is close."""
+    close = difflib.get_close_matches(word, sorted(set(candidates)), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def factory_signature(factory: Any) -> inspect.Signature:
@@ -32,15 +79,52 @@ def check_arguments(name: str, sig: inspect.Signature, args: tuple[Any, ...], kw
     except TypeError as exc:
         valid = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         unknown = [k for k in kwargs if k not in sig.parameters]
-        hint = ""
-        if unknown:
-            close = difflib.get_close_matches(unknown[0], valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(unknown[0], valid) if unknown else ""
         raise ConfigError(f"{name}(): {exc}{hint}; its parameters are: {', '.join(valid)}") from None
 
 
-def make_method(name: str, factory: Any, apply: Callable[..., Any], returns: Any) -> Callable[..., Any]:
-    """A bound-looking builder method for operator ``name`` built by ``factory``."""
+def checked_options(fn: Callable[P, R]) -> Callable[P, R]:
+    """Make a misspelled keyword of ``Pipeline.options`` a :class:`ConfigError` with the closest option.
+
+    The typed keyword parameters let type checkers and editors catch ``options(lanse=4)``; at run
+    time Python's own ``TypeError`` would not say which option was meant, so this checks the call
+    against the signature first. ``inspect.signature`` still shows the typed parameters.
+    """
+    sig = inspect.signature(fn)
+    valid = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
+
+    @functools.wraps(fn)
+    def options(*args: P.args, **kwargs: P.kwargs) -> R:
+        unknown = sorted(set(kwargs) - set(valid))
+        if unknown:
+            raise ConfigError(
+                f"unknown option(s) {unknown}{did_you_mean(unknown[0], valid)}; valid options: {sorted(valid)}"
+            )
+        if len(args) > 1:
+            raise ConfigError(f"options() takes keyword arguments only (e.g. options(lanes=4)), got {args[1:]!r}")
+        return fn(*args, **kwargs)
+
+    return options
+
+
+def _factory_doc(factory: Any) -> str:
+    """The factory's docstring: the class's and its ``__init__``'s (where the arguments are often described)."""
+    doc = inspect.getdoc(factory) or ""
+    init_doc = inspect.getdoc(getattr(factory, "__init__", None)) if inspect.isclass(factory) else None
+    return "\n\n".join(d for d in (doc, init_doc) if d and d != inspect.getdoc(object.__init__))
+
+
+def _operator_doc(reg: Registration, factory: Any) -> str:
+    """The factory's docstring, and which package registered the operator (``help()`` shows both)."""
+    origin = f"Operator {reg.name!r}, registered by {reg.package} {reg.version}."
+    return "\n\n".join(d for d in (_factory_doc(factory), origin) if d)
+
+
+def make_method(
+    name: str, factory: Any, apply: Callable[..., Any], returns: Any, doc: str | None = None
+) -> Callable[..., Any]:
+    """A bound-looking builder method for operator ``name`` built by ``factory`` (``doc``: its docstring,
+    default the factory's)."""
     sig = factory_signature(factory)
 
     @functools.wraps(apply)
@@ -49,10 +133,166 @@ def make_method(name: str, factory: Any, apply: Callable[..., Any], returns: Any
         return apply(name, *args, **kwargs)
 
     method.__name__ = method.__qualname__ = name
-    doc = inspect.getdoc(factory) or ""
-    init_doc = inspect.getdoc(getattr(factory, "__init__", None)) if inspect.isclass(factory) else None
-    method.__doc__ = "\n\n".join(d for d in (doc, init_doc) if d and d != inspect.getdoc(object.__init__))
+    method.__doc__ = doc if doc is not None else _factory_doc(factory)
     # functions take any attribute; inspect.signature() reads this one
     method.__signature__ = sig.replace(return_annotation=returns)  # type: ignore[attr-defined]
     method.__wrapped__ = factory
     return method
+
+
+def unknown_operator(builder: Builder, name: str, exc: PluginError) -> AttributeError:
+    """The error for ``pipeline.NAME`` when no operator ``NAME`` is installed (with the closest name)."""
+    try:
+        registered = builder.plugins.registry.names("operator")
+    except PluginError:
+        registered = []
+    names = set(builder_names(type(builder), operators=False)) | set(registered)
+    return AttributeError(f"Pipeline has no method {name!r}{did_you_mean(name, names - {name})}: {exc}")
+
+
+def builder_names(cls: type, *, operators: bool = True) -> list[str]:
+    """The public names of a builder class (methods, properties; with ``operators``, its installed
+    :class:`OperatorMethod` attributes too), for suggestions."""
+    return sorted(
+        {
+            n
+            for k in cls.__mro__
+            for n, v in vars(k).items()
+            if not n.startswith("_") and (operators or not isinstance(v, OperatorMethod))
+        }
+    )
+
+
+def builder_dir(builder: Builder, names: Iterable[str]) -> list[str]:
+    """``dir(pipeline)``: ``names`` (the default ``dir``) plus the operators of the pipeline's own
+    manager, without class-level operators that manager lacks (accessing them would fail)."""
+    registered = set(builder.plugins.registry.names("operator"))
+
+    def usable(name: str) -> bool:
+        return name in registered or not isinstance(inspect.getattr_static(type(builder), name, None), OperatorMethod)
+
+    return sorted(n for n in set(names) | registered if usable(n))
+
+
+def bound_method(builder: Builder, name: str) -> Callable[..., Any]:
+    """``builder.NAME`` for operator ``NAME`` of the builder's own plugin manager.
+
+    Raises:
+        AttributeError: no operator ``NAME`` is installed in that manager (the message names the
+            closest operator or method and the installed operators).
+    """
+    try:
+        reg = builder.plugins.registry.get("operator", name)
+    except PluginError as exc:
+        raise unknown_operator(builder, name, exc) from None
+    factory = reg.load()
+    return make_method(name, factory, builder.apply, "Pipeline", _operator_doc(reg, factory))
+
+
+def unbound_method(reg: Registration) -> Callable[..., Any]:
+    """``Pipeline.NAME`` (class access): the operator's parameters after ``self``, for ``help()`` and editors.
+
+    Calling it as ``Pipeline.NAME(pipeline, ...)`` goes through ``pipeline``'s own plugin manager.
+    """
+    factory = reg.load()
+    sig = factory_signature(factory)
+    params = list(sig.parameters.values())
+    # ``self`` first; positional-only when the operator has positional-only parameters (order rules)
+    positional_only = any(p.kind is p.POSITIONAL_ONLY for p in params)
+    kind = inspect.Parameter.POSITIONAL_ONLY if positional_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
+    name = reg.name
+
+    def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self, name)(*args, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = f"Pipeline.{name}"
+    method.__module__ = getattr(factory, "__module__", None) or method.__module__  # where help() sends readers
+    method.__doc__ = _operator_doc(reg, factory)
+    # functions take any attribute; inspect.signature() reads this one
+    method.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[inspect.Parameter("self", kind), *params], return_annotation="Pipeline"
+    )
+    return method
+
+
+class OperatorMethod:
+    """A registered operator as a class attribute of the builder (a non-data descriptor).
+
+    Class access resolves the operator lazily from the default plugin manager (made once per
+    attribute: it is for ``help()``, ``inspect`` and editors); instance access builds the method
+    from the instance's own manager on every access, so ``Pipeline(ws, plugins=pm).NAME`` is ``pm``'s
+    operator. An instance whose manager lacks the operator gets ``AttributeError`` from here, and
+    then the builder's ``__getattr__``, which looks again and explains.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._unbound: Callable[..., Any] | None = None
+
+    def __get__(self, obj: Builder | None, owner: type | None = None) -> Callable[..., Any]:
+        if obj is None:
+            if self._unbound is None:
+                from zephon_core.plugins import default_plugin_manager
+
+                self._unbound = unbound_method(default_plugin_manager().registry.get("operator", self.name))
+            return self._unbound
+        return bound_method(obj, self.name)
+
+    def __repr__(self) -> str:
+        return f"<operator method {self.name!r}>"
+
+
+_install_lock = threading.RLock()  # re-entrant: a plugin module imported meanwhile may look at the class
+_installing: set[type] = set()
+_INSTALLED = "_zephon_operator_attributes"
+
+
+def install_operator_attributes(cls: type) -> None:
+    """Give ``cls`` an :class:`OperatorMethod` for every operator of the default plugin manager.
+
+    Done once per class, on first need rather than at import: building the default manager scans
+    the installed entry points, which ``import zephon_core`` must not pay for. Names the class
+    already defines (``shuffle``, ``map_transform``, ...) keep their own method. A broken plugin is
+    not raised here (it would break ``hasattr``); it is raised when a pipeline is built with it.
+    Another thread asking meanwhile waits for the attributes rather than missing them.
+    """
+    with _install_lock:
+        if vars(cls).get(_INSTALLED) or cls in _installing:
+            return
+        _installing.add(cls)
+        try:
+            from zephon_core.plugins import default_plugin_manager
+
+            try:
+                names = default_plugin_manager().registry.names("operator")
+            except PluginError:
+                names = []
+            for name in names:
+                if not name.startswith("_") and not any(name in vars(k) for k in cls.__mro__):
+                    setattr(cls, name, OperatorMethod(name))
+            setattr(cls, _INSTALLED, True)
+        finally:
+            _installing.discard(cls)
+
+
+class OperatorMethods(type):
+    """Metaclass of the builder: its plugin operators are class attributes, installed on first need.
+
+    A class-level miss (``Pipeline.tokenize``) or ``dir(Pipeline)`` (which ``help(Pipeline)`` and
+    IPython completion use) installs them (see :func:`install_operator_attributes`).
+    """
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("_"):  # dunder probes (pickle, pytest, IPython) must stay cheap
+            raise AttributeError(f"type object {cls.__name__!r} has no attribute {name!r}")
+        if not vars(cls).get(_INSTALLED):
+            install_operator_attributes(cls)
+            if any(name in vars(k) for k in cls.__mro__):
+                return getattr(cls, name)
+        hint = did_you_mean(name, builder_names(cls))
+        raise AttributeError(f"type object {cls.__name__!r} has no attribute {name!r}{hint}")
+
+    def __dir__(cls) -> list[str]:
+        install_operator_attributes(cls)
+        return sorted(type.__dir__(cls))

@@ -115,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
     p = sub.add_parser("plugins", help="list installed readers, operators, runners and demos")
-    p.add_argument("--kind", choices=["reader", "operator", "runner", "demo"], help="list only this kind")
+    p.add_argument("--kind", choices=["reader", "operator", "runner", "demo", "validator"], help="list only this kind")
     p.set_defaults(fn=_plugins)
 
     fmt_help = "the data format, skipping detection (one of the installed readers: see zephon plugins)"
@@ -140,7 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--checksum", action="store_true", help="record each file's SHA-256 in the manifest (for verify='checksum')"
     )
     p.add_argument(
-        "--validate", action="store_true", help="decode every record and list the bad ones (exit status 1 if any)"
+        "--validate",
+        action="store_true",
+        help="read every record, decode its fields with the installed field validators (e.g. images with "
+        "zephon-vision), and list the bad ones (exit status 1 if any)",
     )
     p.add_argument(
         "--jobs",

@@ -4,6 +4,11 @@ Both open the dataset exactly as :meth:`Dataset.from_path` does (the installed r
 the format), so what they print is what a pipeline would read. The kernel stays format-agnostic:
 samples are plain dicts, and values are described by their Python/numpy type, never by a format
 library's own types.
+
+Looking must not change what is looked at: the dataset is opened inside
+:func:`~zephon_core.storage.sidecar.data_read_only`, so a format that needs an index to read at
+random (JSON Lines, WebDataset) uses one already beside the data but builds a missing one in the
+cache directory, never in the data folder (``zephon index`` is the command that writes there).
 """
 
 from __future__ import annotations
@@ -30,14 +35,17 @@ ITEMS_SHOWN = 5
 
 
 def open_dataset(path: str, fmt: str | None, plugins: ZephonPluginManager) -> Dataset:
-    """The dataset at ``path``; any failure becomes a :class:`ZephonError` (one line, exit status 2).
+    """The dataset at ``path``, opened read-only; any failure becomes a :class:`ZephonError` (one line, exit status 2).
 
     A format library may raise its own exception for a damaged file; the command line must still
     print one clear line instead of a traceback.
     """
+    from zephon_core.storage.sidecar import data_read_only
+
     name = os.path.basename(os.path.normpath(path)) or "dataset"
     try:
-        return Dataset.from_path(name, path, fmt, plugins=plugins)
+        with data_read_only():
+            return Dataset.from_path(name, path, fmt, plugins=plugins)
     except ZephonError:
         raise
     except Exception as exc:

@@ -11,6 +11,11 @@ may take, besides the path:
 Each is passed only when the builder's signature names it, so older plugins keep working. On a
 terminal a bar shows files done; otherwise nothing but the one summary line is printed, so scripts
 can parse the output.
+
+``--validate`` then reads every record through the format's reader and offers every field to the
+installed field validators (decoder plugins' ``zephon_register_validators``, e.g. zephon-vision
+decodes images); the summary line says what was read, what each validator decoded and which
+payload bytes no validator decoded, so "valid" never means more than what was checked.
 """
 
 from __future__ import annotations
@@ -103,20 +108,29 @@ def build(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
         print(f"{args.path}: {built}")
     if not args.validate:
         return 0
-    from zephon_core.storage.validate import validate
+    from zephon_core.storage.validate import field_validators, validate
 
     reader = registry.make_reader(fmt, args.path)
     try:
-        result = validate(reader, jobs=args.jobs, progress=_validate_progress if sys.stderr.isatty() else None)
+        result = validate(
+            reader,
+            jobs=args.jobs,
+            progress=_validate_progress if sys.stderr.isatty() else None,
+            validators=field_validators(plugins),
+        )
     finally:
         reader.close()
     for bad in result.bad:
         print(bad.line())
-    verdict = (
-        "all records decode"
-        if result.ok
-        else f"{result.bad_records} bad record(s), {result.bad_files} unreadable file(s)"
-    )
+    for field in result.bad_fields:
+        print(field.line())
+    if result.ok:
+        verdict = result.checked()
+    else:
+        verdict = f"{result.bad_records} bad record(s), {result.bad_files} unreadable file(s)"
+        if result.bad_fields:
+            verdict += f", {len(result.bad_fields)} field(s) that do not decode"
+        verdict += f"; {result.checked()}"
     print(f"{args.path}: validated {result.files} file(s), {result.records} record(s): {verdict}")
     return 0 if result.ok else 1
 

@@ -6,8 +6,8 @@ provided, with keyword arguments (the llm pattern). Registration is validated in
 zephon_core`` stays cheap. One hook is not a registration: ``zephon_metrics`` receives running
 pipelines' metric snapshots (for dashboards).
 
-The callbacks are typed by the :class:`Register`, :class:`ReaderRegister` and
-:class:`DemoRegister` protocols, so a plugin author's editor and type checker catch a misspelled or
+The callbacks are typed by the :class:`Register`, :class:`ReaderRegister`, :class:`DemoRegister`
+and :class:`ValidatorRegister` protocols, so a plugin author's editor and type checker catch a misspelled or
 missing argument. Their parameters are keyword-only: a registration reads as a record, and the
 kernel can add optional fields later without breaking any plugin.
 
@@ -62,6 +62,18 @@ IndexBuilder: TypeAlias = Callable[[str], Any] | str
 """``index(path)``: build the format's index ahead of time (what ``zephon index PATH`` runs)."""
 
 
+FieldCheck: TypeAlias = Callable[[str, Any], bool] | str
+"""``check(field, value) -> bool``: a field validator's test of one field value (or ``"module:attr"``).
+
+``field`` is the field's name (a nested dict's fields are ``"outer.inner"``, a list's items
+``"name[3]"``); ``value`` is what the reader returned for it. The check returns False when the value
+is not of the kind it decodes (it did not look), True when it decoded it, and raises an exception
+whose message is the reason (``ValueError`` for a value that does not decode) when the value is of
+its kind but does not decode. It runs on every field of every record, so deciding "not mine" must
+cost next to nothing (a type test, a look at the first bytes).
+"""
+
+
 class DemoMain(Protocol):
     """What a registered demo's factory is: a ``main`` that parses its own arguments.
 
@@ -102,6 +114,12 @@ class DemoRegister(Protocol):
     def __call__(self, *, name: str, factory: DemoMain | str, description: str = "") -> None: ...
 
 
+class ValidatorRegister(Protocol):
+    """The ``register`` callback of :func:`zephon_register_validators`; ``factory`` is a :data:`FieldCheck`."""
+
+    def __call__(self, *, name: str, factory: FieldCheck, description: str = "") -> None: ...
+
+
 @hookspec
 def zephon_register_readers(register: ReaderRegister) -> None:
     """Register format readers: ``register(name=, factory=, detect=, index=, description=)``.
@@ -134,6 +152,22 @@ def zephon_register_demos(register: DemoRegister) -> None:
     ``factory(argv, plugins=...)`` is a :class:`DemoMain` returning an exit code; ``zephon demo
     --name NAME`` runs it and ``zephon demo --list`` lists it. A demo is registered like any other
     plugin, so one entry point group and one manager cover everything a package provides.
+    """
+
+
+@hookspec
+def zephon_register_validators(register: ValidatorRegister) -> None:
+    """Register field validators for ``zephon index --validate``: ``register(name=, factory=, description=)``.
+
+    A format reader only checks that records parse; the payload inside a field (an encoded image,
+    a video, audio) is decoded later by an operator, so a corrupt one would otherwise pass
+    validation and fail the run hours in. A decoder plugin registers a validator that decodes, as
+    cheaply as it can, the values its operators would decode. ``--validate`` runs every installed
+    validator on every field of every record, reports each failure by file, shard, sample, field
+    and reason, and counts what each one decoded: ``name`` is the kind of payload, as the summary
+    line says it (``"512 image field(s) decoded by zephon-vision"``). ``factory`` is a
+    :data:`FieldCheck`, called in the validation worker processes (so give a ``"module:attr"``
+    string or a module-level function).
     """
 
 

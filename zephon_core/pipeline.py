@@ -19,7 +19,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from zephon_core import checkpoint as ckpt
-from zephon_core.builder_methods import make_method
+from zephon_core.builder_methods import (
+    UNCHANGED,
+    OperatorMethods,
+    Unchanged,
+    bound_method,
+    builder_dir,
+    checked_options,
+)
 from zephon_core.errors import CheckpointError, ConfigError, PluginError, ZephonError
 from zephon_core.manifest import GROUP_STEPS, ManifestWriter, RecordedIterator, require_pyarrow
 from zephon_core.ops.contract import Lineage, Operator, Payload, Records, check_timeout
@@ -30,7 +37,7 @@ from zephon_core.runtime.diagnose import Diagnosis, diagnose
 from zephon_core.runtime.engine import Engine, StagePlan
 from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
 from zephon_core.runtime.fusion import fuse
-from zephon_core.runtime.metrics import timed, windowed
+from zephon_core.runtime.metrics import timed, window_over
 from zephon_core.runtime.replay import LaneStart
 from zephon_core.runtime.reporter import MIN_INTERVAL_S, MetricsReporter, start_reporter
 from zephon_core.runtime.runners import Executor, Runner
@@ -147,7 +154,7 @@ class Options:
 Step = FetchStage | Operator | BatchSpec
 
 
-class Pipeline:
+class Pipeline(metaclass=OperatorMethods):
     """Turns a work source into microbatches for one rank (see the module docstring).
 
     Args:
@@ -325,31 +332,56 @@ class Pipeline:
         self._batch.add_map(fn, label, base)
         return self
 
-    def options(self, **kwargs: Any) -> Pipeline:
-        """Set run options (see :class:`Options`); invalid values fail here."""
+    @checked_options
+    def options(
+        self,
+        *,
+        lanes: int | Unchanged = UNCHANGED,
+        dp_rank: int | Unchanged = UNCHANGED,
+        dp_world_size: int | Unchanged = UNCHANGED,
+        runner: str | Unchanged = UNCHANGED,
+        flush_every_k_chunks: int | Unchanged = UNCHANGED,
+        queue_depth: int | Unchanged = UNCHANGED,
+        timeout_s: float | Unchanged | None = UNCHANGED,
+        max_inflight_bytes: int | Unchanged | None = UNCHANGED,
+        trace: bool | Unchanged = UNCHANGED,
+        autotune: bool | Unchanged = UNCHANGED,
+        cpu_budget: int | Unchanged | None = UNCHANGED,
+        metrics_callback: Callable[[dict[str, Any]], Any] | Unchanged | None = UNCHANGED,
+        metrics_every_s: float | Unchanged = UNCHANGED,
+        manifest: str | os.PathLike[str] | Unchanged | None = UNCHANGED,
+        manifest_every_steps: int | Unchanged = UNCHANGED,
+        lane_assignment: str | Unchanged = UNCHANGED,
+        lane_seed: int | Unchanged = UNCHANGED,
+        validate: str | Unchanged = UNCHANGED,
+        fuse: bool | Unchanged = UNCHANGED,
+    ) -> Pipeline:
+        """Set run options: each keyword is the :class:`Options` field of that name; the ones not given
+        keep their value. Invalid values fail here.
+
+        The options are spelled out (rather than ``**kwargs``) so that editors complete them and type
+        checkers flag ``options(lanse=4)`` or ``options(lanes="4")``; at run time a misspelled option
+        is a :class:`~zephon_core.errors.ConfigError` naming the closest one.
+        """
+        # the first statement, so that locals() holds exactly the parameters
+        given = {k: v for k, v in locals().items() if k != "self" and v is not UNCHANGED}
         self._check_mutable()
-        valid = {f.name for f in dataclasses.fields(Options)}
-        unknown = set(kwargs) - valid
-        if unknown:
-            raise ConfigError(f"unknown option(s) {sorted(unknown)}; valid options: {sorted(valid)}")
-        opts = dataclasses.replace(self._opts, **kwargs)
+        opts = dataclasses.replace(self._opts, **given)
         opts.check()
         self.plugins.registry.get("runner", opts.runner)
         self._opts = opts
         return self
 
     def __getattr__(self, name: str) -> Callable[..., Pipeline]:
-        """A builder method for each registered operator, with the operator's own signature and docstring."""
+        """A builder method for each operator of this pipeline's plugin manager, with the operator's own
+        signature and docstring (operators of the default manager are also class attributes, see
+        :mod:`zephon_core.builder_methods`; this serves the others, e.g. of ``plugins=pm``)."""
         if name.startswith("_"):
             raise AttributeError(name)
-        try:
-            reg = self.plugins.registry.get("operator", name)
-        except PluginError as exc:
-            raise AttributeError(f"Pipeline has no method {name!r}: {exc}") from None
-        return make_method(name, reg.load(), self.apply, "Pipeline")
+        return bound_method(self, name)
 
     def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(self.plugins.registry.names("operator")))
+        return builder_dir(self, super().__dir__())
 
     @property
     def operators(self) -> list[Step]:
@@ -737,7 +769,10 @@ class Pipeline:
 
     def metrics(self, window_s: float = 10.0) -> dict[str, Any]:
         """A JSON-compatible snapshot of live metrics: cumulative counters per step, plus rates and
-        fractions (worker busy, input wait, output blocked, consumer wait) over the last ``window_s``.
+        fractions (worker busy, input wait, output blocked, consumer wait) over at least the last
+        ``window_s`` seconds (since the start when the pipeline is younger or was not read that long
+        ago: :func:`~zephon_core.runtime.metrics.window_over`). Reads do not reset one another: a
+        ``diagnose()`` right after, or a dashboard's scrape, still sees its whole window.
 
         Returns an empty structure before the pipeline starts.
         """
@@ -746,13 +781,8 @@ class Pipeline:
             return {"elapsed_s": 0.0, "stages": [], "source": {"chunks": 0}, "consumer": {}, "window": {}}
         with self._metrics_lock:
             snap = eng.metrics()
-            history = self._metric_history
-            ref = next((h for h in history if snap["elapsed_s"] - h["elapsed_s"] <= window_s), None)
-            if not history or snap["elapsed_s"] - history[-1]["elapsed_s"] >= 0.25:
-                history.append(snap)
-                while history and snap["elapsed_s"] - history[0]["elapsed_s"] > 4 * window_s:
-                    history.popleft()
-        return snap | {"window": windowed(snap, ref if ref is not snap else None)}
+            window = window_over(self._metric_history, snap, window_s)
+        return snap | {"window": window}
 
     def trace(self) -> dict[str, Any]:
         """Worker task spans recorded since the pipeline started, as a Chrome/Perfetto trace (JSON data).

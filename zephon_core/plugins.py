@@ -27,8 +27,8 @@ from zephon_core.errors import ConfigError, PluginError, ReaderError
 if TYPE_CHECKING:
     from zephon_core.work.readers import Reader
 
-Kind = Literal["reader", "operator", "runner", "demo"]
-KINDS: tuple[Kind, ...] = ("reader", "operator", "runner", "demo")
+Kind = Literal["reader", "operator", "runner", "demo", "validator"]
+KINDS: tuple[Kind, ...] = ("reader", "operator", "runner", "demo", "validator")
 
 KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("operator", "tokenize"): "zephon-tokenize",
@@ -114,7 +114,7 @@ def load_object(ref: Any) -> Any:
 
 @dataclass
 class Registration:
-    """One provided reader, operator, runner or demo."""
+    """One provided reader, operator, runner, demo or field validator."""
 
     kind: Kind
     name: str
@@ -356,6 +356,7 @@ class ZephonPluginManager:
             ("operator", self.pm.hook.zephon_register_operators),
             ("runner", self.pm.hook.zephon_register_runners),
             ("demo", self.pm.hook.zephon_register_demos),
+            ("validator", self.pm.hook.zephon_register_validators),
         )
         for kind, hook in hooks:
             for impl in hook.get_hookimpls():

@@ -7,7 +7,7 @@ or as a JSON (or, when PyYAML is installed, YAML) definition::
     {
       "source": {
         "datasets": [{"name": "web", "path": "data/web", "format": "jsonl", "options": {}}],
-        "mixture": {"web": 3, "code": 1},
+        "mixture": {"web": 0.75, "code": 0.25},
         "chunk_size": 256, "seed": 0
       },
       "fetch": {"parallelism": 2},
@@ -38,6 +38,7 @@ import os
 import sys
 import textwrap
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,7 +140,7 @@ def from_definition(definition: Any, plugins: ZephonPluginManager, base: Path | 
     """Build a pipeline from the JSON-like definition described in the module docstring."""
     from zephon_core.pipeline import Pipeline
     from zephon_core.work.dataset import Dataset
-    from zephon_core.work.mixture import MixtureSpec
+    from zephon_core.work.mixture import MixtureSpec, not_normalised
     from zephon_core.work.source import StaticMixtureWorkSource
 
     if not isinstance(definition, dict):
@@ -167,10 +168,17 @@ def from_definition(definition: Any, plugins: ZephonPluginManager, base: Path | 
         options = _resolve(d.get("options", {}), where + ".options")
         datasets.append(Dataset.from_path(d["name"], path, d.get("format"), plugins=plugins, **options))
     mixture = src.pop("mixture", None)
+    if mixture is not None and not isinstance(mixture, dict):
+        raise ConfigError(f"definition: source.mixture must be an object of weights per dataset, got {mixture!r}")
+    spec = None
+    if mixture is not None:
+        # The definition's own warning (MixtureSpec's would point at this line and suggest ratios=True).
+        spec = MixtureSpec(mixture, ratios=True)
+        unnormalised = not_normalised(spec.weights)
+        if unnormalised is not None:
+            warnings.warn(f"definition: source.mixture: {unnormalised}; give shares that sum to 1", UserWarning, 2)
     try:
-        source = StaticMixtureWorkSource(
-            datasets, MixtureSpec(mixture) if mixture is not None else None, **_resolve(src, "source")
-        )
+        source = StaticMixtureWorkSource(datasets, spec, **_resolve(src, "source"))
     except TypeError as exc:
         raise ConfigError(f"definition: source: {exc}") from None
     pipeline = Pipeline(source, plugins=plugins)

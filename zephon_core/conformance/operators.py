@@ -102,7 +102,10 @@ class Subject:
         a = Dataset.from_records("conformance_a", recs[:cut], shard_size=40)
         b = Dataset.from_records("conformance_b", recs[cut:], shard_size=40)
         return StaticMixtureWorkSource(
-            [a, b], mixture=MixtureSpec({"conformance_a": 2.0, "conformance_b": 1.0}), chunk_size=CHUNK, seed=11
+            [a, b],
+            mixture=MixtureSpec({"conformance_a": 2.0, "conformance_b": 1.0}, ratios=True),
+            chunk_size=CHUNK,
+            seed=11,
         )
 
     def pipeline(

@@ -87,6 +87,52 @@ class BatchAccumulator:
         return [Work(task, rows.keys, rows.lineage, rows.dropped, meta)]
 
 
+FIELD_FIXES = (
+    "read the same fields from every dataset (Dataset.from_path(..., columns=[...]) for Parquet, Arrow, Lance "
+    "and Vortex, fields=[...] for JSONL and WebDataset), make the rows alike with a map_transform that selects "
+    "or renames fields, or pass batch(collate=...)"
+)
+"""What to do when rows of one microbatch have different fields (typically datasets with different columns)."""
+
+
+def _fields_differ(rows: list[Payload], bad: int) -> ConfigError:
+    """The error for row ``bad`` lacking a field row 0 has: both field lists, the difference and the fixes.
+
+    Its ``index`` is ``bad``, so the batch stage names that row's source samples (dataset, shard,
+    index): with a mixture, which dataset has the other columns.
+    """
+    first, row = rows[0], rows[bad]
+    missing = sorted(set(first) - set(row))
+    only_row = sorted(set(row) - set(first))
+    extra = f", and has {only_row} that row 0 has not" if only_row else ""
+    err = ConfigError(
+        f"batch: row {bad} has no field {missing[0]!r}: rows of one microbatch must have the same fields, but row 0 "
+        f"has {sorted(first)} and row {bad} has {sorted(row)} (row {bad} lacks {missing}{extra}); to mix datasets "
+        f"with different fields, {FIELD_FIXES}"
+    )
+    err.index = bad
+    return err
+
+
+def _mixed_types(key: str, values: list[Any]) -> ConfigError:
+    """The error for a field numpy cannot stack into one typed array: the types seen and the first odd row.
+
+    Datasets that store one field with different types (a label as int here, as str there) meet here.
+    """
+    types = sorted({type(v).__name__ for v in values})
+    t0 = type(values[0])
+    odd = next((i for i, v in enumerate(values) if type(v) is not t0), None)
+    where = f"row 0 holds {t0.__name__}, row {odd} {type(values[odd]).__name__}" if odd is not None else ""
+    err = ConfigError(
+        f"batch: field {key!r} holds values of mixed or unsupported types ({', '.join(types)}"
+        f"{'; ' + where if where else ''}): make them one type with a map_transform (or drop the field there), "
+        "or pass batch(collate=...)"
+    )
+    if odd is not None:
+        err.index = odd
+    return err
+
+
 def default_collate(rows: list[Payload]) -> dict[str, np.ndarray]:
     """Stack each field of the rows into one array; strings become a fixed-width unicode array."""
     first = rows[0]
@@ -95,8 +141,7 @@ def default_collate(rows: list[Payload]) -> dict[str, np.ndarray]:
         try:
             values = [r[key] for r in rows]
         except KeyError:
-            bad = next(i for i, r in enumerate(rows) if key not in r)
-            raise ConfigError(f"batch: row {bad} has no field {key!r} (row 0 has {sorted(first)})") from None
+            raise _fields_differ(rows, next(i for i, r in enumerate(rows) if key not in r)) from None
         v0 = values[0]
         if isinstance(v0, np.ndarray) or isinstance(v0, (list, tuple)):
             arrays = [np.asarray(v) for v in values]
@@ -110,7 +155,7 @@ def default_collate(rows: list[Payload]) -> dict[str, np.ndarray]:
         else:
             arr = np.asarray(values)
             if arr.dtype == object:
-                raise ConfigError(f"batch: field {key!r} holds values of mixed or unsupported types")
+                raise _mixed_types(key, values)
             out[key] = arr
     return out
 
@@ -288,7 +333,6 @@ class BatchStage(Stage):
     def _convert(self, msg: Message, result: Any, work: Work) -> SampleBatch:
         meta: MicrobatchMeta = work.meta
         return SampleBatch(msg.lane, meta.index, result[0], work.lineage, work.dropped, meta.resume, self.view)
-
 
 
 def _lanes_only(lane: int) -> StageAccumulator:

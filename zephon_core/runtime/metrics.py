@@ -3,9 +3,11 @@
 Every stage keeps cumulative counters (records and bytes in and out, tasks, time its workers were
 busy, time its accumulator waited for input or was blocked on output). They cost a few additions per
 message and per task, so they are always on. A snapshot copies them; rates and fractions over a
-sliding window come from the difference between two snapshots. Worker time is measured where the
-worker runs (:class:`TimedWorker` wraps the function for every runner), so it is right for threads,
-processes and Ray alike.
+sliding window come from the difference between two snapshots: a reader keeps its own earlier
+snapshot (the reporter, the tuner, ``zephon profile``), or :func:`window_over` picks one at least the
+window old from a ring the pipeline's readers share, so reading never shortens another's window.
+Worker time is measured where the worker runs (:class:`TimedWorker` wraps the function for every
+runner), so it is right for threads, processes and Ray alike.
 
 ``ZEPHON_METRICS=off`` in the environment (read once, when this module is imported) turns the
 per-task timing off: workers are not wrapped and :meth:`StageMetrics.task_done` does nothing. It
@@ -23,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from zephon_core.errors import ConfigError
 from zephon_core.ops.contract import WorkerFn
 
 LATENCY_SAMPLES = 2048
@@ -186,6 +189,62 @@ def windowed(now: dict[str, Any], then: dict[str, Any] | None) -> dict[str, Any]
         },
         "source": {"chunks_per_s": (now["source"]["chunks"] - (then["source"]["chunks"] if then else 0)) / dt},
     }
+
+
+HISTORY_EVERY_S = 0.25
+"""The shortest gap between two snapshots kept for :func:`window_over` (reads closer together add none)."""
+
+HISTORY_KEEP_S = 60.0
+"""How far back :func:`window_over` keeps snapshots (further for a longer ``window_s``)."""
+
+_WINDOW_KEYS = (
+    "records_in",
+    "records_out",
+    "tasks",
+    "busy_s",
+    "acc_busy_s",
+    "wait_input_s",
+    "window_full_s",
+    "blocked_output_s",
+)
+
+
+def _reference(snap: dict[str, Any]) -> dict[str, Any]:
+    """The part of a snapshot :func:`windowed` needs as its ``then`` (kept small: a history holds hundreds)."""
+    return {
+        "elapsed_s": snap["elapsed_s"],
+        "stages": [{"name": s["name"], **{k: s[k] for k in _WINDOW_KEYS}} for s in snap["stages"]],
+        "consumer": {"batches": snap["consumer"]["batches"], "wait_s": snap["consumer"]["wait_s"]},
+        "source": {"chunks": snap["source"]["chunks"]},
+    }
+
+
+def window_over(history: collections.deque[dict[str, Any]], snap: dict[str, Any], window_s: float) -> dict[str, Any]:
+    """Rates and fractions over at least the last ``window_s`` seconds before ``snap``, for any reader.
+
+    ``history`` is a ring of earlier cumulative snapshots that every reader of one pipeline shares
+    (``metrics()``, ``diagnose()``, a Prometheus scrape from a dashboard thread); the caller holds the
+    lock guarding it. The window starts at the newest kept snapshot that is at least ``window_s`` old,
+    or at the pipeline's start when there is none (the pipeline is younger, or nobody read it that
+    long ago). So a read never shortens another's window: ``diagnose()`` right after ``metrics()``
+    sees the same seconds, not the millisecond between the two calls, in which the training loop
+    (busy making both calls) never waited for data. ``snap`` is kept for later reads when the newest
+    kept snapshot is at least :data:`HISTORY_EVERY_S` old; snapshots no window can start at any more
+    are dropped.
+
+    Raises:
+        ConfigError: ``window_s`` is not a positive number of seconds.
+    """
+    if isinstance(window_s, bool) or not isinstance(window_s, (int, float)) or not 0 < window_s < float("inf"):
+        raise ConfigError(f"metrics: window_s must be a positive number of seconds, got {window_s!r}")
+    now = snap["elapsed_s"]
+    ref = next((h for h in reversed(history) if now - h["elapsed_s"] >= window_s), None)
+    if not history or now - history[-1]["elapsed_s"] >= HISTORY_EVERY_S:
+        history.append(_reference(snap))
+    keep = max(HISTORY_KEEP_S, 2 * window_s)
+    while len(history) > 1 and now - history[1]["elapsed_s"] >= keep:  # history[1] can start any window [0] can
+        history.popleft()
+    return windowed(snap, ref)
 
 
 def chrome_trace(stages: list[StageMetrics], pid_names: bool = True) -> dict[str, Any]:

@@ -16,18 +16,22 @@ plugin's business; what it has to do around it is the same for every format, and
 * :class:`IndexedFileReader` — a :class:`~zephon_core.storage.FileReader` that finds, downloads,
   checks, adopts, builds and saves those indexes; a plugin supplies only how to read, write and
   build its own format.
+* :func:`data_read_only` — readers built inside it never write beside the data: they use a fresh
+  index found there, but build a missing one in the cache directory and never rewrite one. What
+  ``zephon show`` and ``zephon inspect`` use, so that looking at a dataset leaves its folder as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import secrets
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -43,6 +47,25 @@ IDENTITY_PROBE = 64 * 1024
 
 _PREFIX = struct.Struct("<4sB3xQ")
 """magic, format version, 3 pad bytes, JSON header length: the first 16 bytes of every sidecar."""
+
+_DATA_READ_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("zephon_data_read_only", default=False)
+
+
+@contextlib.contextmanager
+def data_read_only() -> Iterator[None]:
+    """Indexed readers built in this block leave the data folder untouched (see :class:`IndexedFileReader`).
+
+    Why a block rather than a reader option: commands that only look at a dataset open it through
+    :meth:`~zephon_core.work.dataset.Dataset.from_path`, which builds whichever reader the installed
+    plugins detect and lists its shards (building indexes) at once; a reader option would have to
+    be known to every format. The choice is read when a reader is built and kept in it (it pickles
+    with it), so its later reads, in any thread or process, behave the same.
+    """
+    token = _DATA_READ_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _DATA_READ_ONLY.reset(token)
 
 
 @dataclass(frozen=True)
@@ -168,7 +191,8 @@ def read_sidecar_header(path: str, name: str, magic: bytes, version: int, kind: 
     Args:
         path: the index file.
         name: the data file's name (URL), which every error starts with.
-        magic, version: what the plugin writes; anything else is an error.
+        magic: the magic bytes the plugin writes; anything else is an error.
+        version: the index version the plugin writes; anything else is an error (rebuild the index).
         kind: the format, as said in the error for a wrong magic (``"zephon-jsonl"``).
 
     Raises:
@@ -210,6 +234,9 @@ class IndexedFileReader(FileReader, Generic[IndexT]):
     remote data, where an index uploaded beside the objects (``zephon index s3://…``) is downloaded
     instead of rebuilt. An index found is checked against the data file as listed now
     (:meth:`_fresh`); one whose data changed is an error naming both unless ``rebuild_stale``.
+    A reader built inside :func:`data_read_only` reads a fresh index beside the data but writes
+    nothing there: it builds a missing (or stale) index in the cache directory and does not rewrite
+    one whose file was copied.
 
     Subclasses set :attr:`index_suffix` (and :attr:`index_noun` for messages), call
     :meth:`_init_indexes` in ``__init__`` (options ``rebuild_stale``: rebuild an index whose data
@@ -236,6 +263,8 @@ class IndexedFileReader(FileReader, Generic[IndexT]):
         """
         self.rebuild_stale = bool(rebuild_stale)
         self.index_dir = index_dir
+        self.data_read_only = _DATA_READ_ONLY.get()
+        """Built inside :func:`data_read_only`: write no index beside the data (use the cache directory)."""
         self._remote_indexes: set[str] = set()
         """Index files listed beside the data (relative paths), downloaded instead of rebuilt."""
         self.built_indexes = 0
@@ -346,6 +375,8 @@ class IndexedFileReader(FileReader, Generic[IndexT]):
 
     def _adopt(self, path: str, idx: IndexT, info: FileInfo, name: str) -> IndexT:
         """Record the file's current version in a content-checked index, so the check runs once."""
+        if self.data_read_only and path == self._beside_data(info):
+            return idx  # the data folder is not to be written: keep checking contents next time
         src = idx.source
         updated = self._with_source(idx, SourceIdentity(info.size, info.version, src.head_crc, src.tail_crc))
         try:
@@ -372,9 +403,13 @@ class IndexedFileReader(FileReader, Generic[IndexT]):
     def _save_index(self, paths: Sequence[str], idx: IndexT, info: FileInfo, name: str) -> IndexT:
         """Write a new index at the first writable place of ``paths`` and load it back from there.
 
-        A read-only data folder falls through to the cache directory; any other write error is
-        raised. Loading the written file back gives memory-mapped arrays, shared by processes.
+        A read-only data folder falls through to the cache directory, and so does a reader built in
+        :func:`data_read_only`; any other write error is raised. Loading the written file back gives
+        memory-mapped arrays, shared by processes.
         """
+        if self.data_read_only:
+            beside = self._beside_data(info)
+            paths = [p for p in paths if p != beside]
         for p in paths:
             try:
                 self._write_index(p, idx, info)
@@ -386,6 +421,12 @@ class IndexedFileReader(FileReader, Generic[IndexT]):
                 self.built_indexes += 1
             return self._read_index(p, name)
         raise ReaderError(f"{name}: no writable place for its index (tried {list(paths)}); pass index_dir=")
+
+    def _beside_data(self, info: FileInfo) -> str | None:
+        """The index path beside a local data file (None for remote data or an ``index_dir``)."""
+        if self.index_dir or not self.storage.is_local:
+            return None
+        return self.storage.full_path(info.rel) + self.index_suffix
 
     def _data_path(self, info: FileInfo) -> str | None:
         """The local path of a data file, whose permission bits its index copies (None when remote)."""

@@ -7,6 +7,14 @@ byte offset for JSON Lines, row for columnar formats, sample for LitData and MDS
 records failing with the same message (a corrupt Parquet row group, a bad zstd frame) are reported
 once, with their count. A file that cannot be read at all is reported as a whole.
 
+A record that parses may still hold a payload its operators cannot decode (a corrupt JPEG in a
+Parquet column or a WebDataset tar). The reader does not decode payloads, so the installed
+*field validators* do (registered through :func:`~zephon_core.hookspecs.zephon_register_validators`
+by decoder plugins, e.g. zephon-vision for images): each one is offered every field of every
+record that was read, decodes the values of its kind, and each failure is reported by file, shard,
+sample, field and reason. The result counts what was decoded by whom, and the payload bytes no
+validator claimed, so the summary says exactly what was checked rather than "all good".
+
 Shards are validated in parallel worker processes (decoding is CPU-bound and holds the GIL), each
 reading its shard in blocks of :data:`BLOCK` records; a block with a bad record is read again one
 record at a time to find each bad one.
@@ -17,15 +25,18 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zephon_core.errors import ReaderError, RecordError, ZephonError
 from zephon_core.work.readers import Reader
+
+if TYPE_CHECKING:
+    from zephon_core.plugins import ZephonPluginManager
 
 BLOCK = 1024
 """Records read per call while validating: large enough to amortise a call, small enough to narrow down."""
@@ -64,13 +75,83 @@ class BadRecord:
         return self.message
 
 
+@dataclass(frozen=True)
+class FieldValidator:
+    """An installed field validator: the kind of payload it decodes, who provides it, and its check.
+
+    Attributes:
+        name: the kind of payload (``"image"``), as the summary counts it.
+        package: the distribution that registered it.
+        check: a :data:`~zephon_core.hookspecs.FieldCheck` or a ``"module:attr"`` string naming one
+            (resolved in each worker process, so the validator travels as a string).
+    """
+
+    name: str
+    package: str
+    check: Any
+
+    @property
+    def label(self) -> str:
+        """``"image (zephon-vision)"``: how messages name the validator."""
+        return f"{self.name} ({self.package})"
+
+
+def field_validators(plugins: ZephonPluginManager) -> list[FieldValidator]:
+    """Every field validator the manager's plugins registered, by name."""
+    registry = plugins.registry
+    return [
+        FieldValidator(name, reg.package, reg.factory)
+        for name in registry.names("validator")
+        for reg in [registry.items[("validator", name)]]
+    ]
+
+
+@dataclass(frozen=True)
+class BadField:
+    """A field whose payload a field validator could not decode (the record itself was read).
+
+    Attributes:
+        shard: the shard's number in the reader's shard list.
+        file: the shard's file (its URL, or its id when the reader has no storage).
+        sample: the record's index within the shard.
+        field: the field (``"outer.inner"`` inside a dict, ``"name[3]"`` inside a list).
+        validator: the validator's :attr:`FieldValidator.label`.
+        reason: the validator's error.
+        key: the record's ``__key__`` when it has one (a WebDataset sample's name in its tar).
+    """
+
+    shard: int
+    file: str
+    sample: int
+    field: str
+    validator: str
+    reason: str
+    key: str | None = None
+
+    def line(self) -> str:
+        """The report line, naming file, sample, shard (and key), field, validator and reason."""
+        where = f"shard {self.shard}" + (f", key {self.key!r}" if self.key is not None else "")
+        return (
+            f"{self.file}: sample {self.sample} ({where}), field {self.field!r}: "
+            f"does not decode as {self.validator}: {self.reason}"
+        )
+
+
 @dataclass
 class ShardReport:
-    """What validating one shard found: records checked and the bad ones."""
+    """What validating one shard found: records checked, the bad ones, and what the validators did.
+
+    ``decoded`` and ``failed`` count fields per validator, in the order of the validators given.
+    """
 
     shard: int
     records: int
     bad: list[BadRecord] = field(default_factory=list)
+    bad_fields: list[BadField] = field(default_factory=list)
+    decoded: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    undecoded: int = 0
+    """Bytes values that no validator claimed: read, but their payload not decoded."""
 
 
 @dataclass
@@ -86,6 +167,14 @@ class Validation:
     files: int
     records: int
     bad: list[BadRecord]
+    bad_fields: list[BadField] = field(default_factory=list)
+    validators: list[FieldValidator] = field(default_factory=list)
+    decoded: list[int] = field(default_factory=list)
+    """Fields each of :attr:`validators` decoded, in their order."""
+    failed: list[int] = field(default_factory=list)
+    """Fields each of :attr:`validators` found undecodable, in their order."""
+    undecoded: int = 0
+    """Bytes values that no validator claimed: their payload was read but not decoded."""
 
     @property
     def bad_records(self) -> int:
@@ -99,17 +188,127 @@ class Validation:
 
     @property
     def ok(self) -> bool:
-        return not self.bad
+        """No bad record, no unreadable file and no field that failed to decode."""
+        return not self.bad and not self.bad_fields
+
+    def checked(self) -> str:
+        """What was checked, for the summary line: records read, fields decoded by whom, bytes left undecoded.
+
+        Worded so that it never claims more than was done: a dataset whose payloads no installed
+        validator decodes is said to have been read, and its bytes not decoded.
+        """
+        read = self.records - self.bad_records
+        parts = [
+            f"all {self.records:,} records read"
+            if not self.bad_records
+            else f"{read:,} of {self.records:,} records read"
+        ]
+        for v, ok, bad in zip(self.validators, self.decoded, self.failed, strict=True):
+            if ok or bad:
+                what = f"{ok:,} of {ok + bad:,}" if bad else f"{ok:,}"
+                parts.append(f"{what} {v.name} field(s) decoded by {v.package}")
+        installed = ", ".join(v.label for v in self.validators) or "none"
+        if self.undecoded:
+            parts.append(
+                f"payload bytes of {self.undecoded:,} field(s) not decoded (no installed field validator claims them; "
+                f"installed: {installed})"
+            )
+        elif not any(self.decoded) and not any(self.failed):
+            parts.append(f"no field payload decoded (installed field validators: {installed})")
+        return "; ".join(parts)
 
 
 Progress = Callable[[int, int, int, int], None]
-"""``progress(files_done, files_total, records_checked, bad_records)``, called after each shard."""
+"""``progress(files_done, files_total, records_checked, bad)``, called after each shard (``bad``: records
+that do not decode plus fields a validator could not decode)."""
 
 
-def validate_shard(reader: Reader, shard: int, block: int = BLOCK) -> ShardReport:
-    """Decode every record of ``shard``; a ``RecordError`` is a bad record, any other error a bad file."""
+_BYTES = (bytes, bytearray, memoryview)
+_CONTAINERS = (*_BYTES, dict, list, tuple, np.ndarray)
+
+
+def leaves(record: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Every field of ``record`` as ``(name, value)``, nested dicts and lists of payloads opened.
+
+    A dict's fields are named ``"outer.inner"`` (Hugging Face image columns are
+    ``{"bytes": ..., "path": ...}``), a list's items ``"name[3]"`` when its first item is bytes or a
+    container (several images per sample); a list of numbers is one value, not walked.
+    """
+
+    def walk(name: str, value: Any) -> Iterator[tuple[str, Any]]:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                yield from walk(f"{name}.{k}" if name else str(k), v)
+        elif isinstance(value, (list, tuple)) and value and isinstance(value[0], _CONTAINERS):
+            for i, v in enumerate(value):
+                yield from walk(f"{name}[{i}]", v)
+        else:
+            yield name, value
+
+    return walk("", record)
+
+
+def _reason(exc: BaseException) -> str:
+    """A validator's error as one line; anything but a ``ValueError`` is named by its type."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, ValueError) else f"{type(exc).__name__}: {text}"
+
+
+def _file_of(reader: Reader, shard_id: str) -> str:
+    """The shard's file as a user would paste it (its URL), or its id for a reader without storage."""
+    storage = getattr(reader, "storage", None)
+    try:
+        return str(storage.url_of(shard_id)) if storage is not None else shard_id
+    except Exception:
+        return shard_id
+
+
+class _Checker:
+    """Runs the field validators over records, filling a :class:`ShardReport` (one per shard)."""
+
+    def __init__(self, validators: Sequence[FieldValidator], report: ShardReport, file: str) -> None:
+        from zephon_core.plugins import load_object
+
+        self.validators = list(validators)
+        self.checks: list[Callable[[str, Any], bool]] = [load_object(v.check) for v in self.validators]
+        self.report, self.file = report, file
+        report.decoded = [0] * len(self.validators)
+        report.failed = [0] * len(self.validators)
+
+    def record(self, sample: int, record: Any) -> None:
+        if not isinstance(record, dict):
+            return
+        rep = self.report
+        key = record.get("__key__")
+        key = key if isinstance(key, str) else None
+        for name, value in leaves(record):
+            claimed = False
+            for k, check in enumerate(self.checks):
+                try:
+                    if not check(name, value):
+                        continue
+                except Exception as exc:  # the payload does not decode: the validator's reason
+                    rep.failed[k] += 1
+                    rep.bad_fields.append(
+                        BadField(rep.shard, self.file, sample, name, self.validators[k].label, _reason(exc), key)
+                    )
+                else:
+                    rep.decoded[k] += 1
+                claimed = True
+            if not claimed and isinstance(value, _BYTES):
+                rep.undecoded += 1
+
+
+def validate_shard(
+    reader: Reader, shard: int, block: int = BLOCK, validators: Sequence[FieldValidator] = ()
+) -> ShardReport:
+    """Decode every record of ``shard``; a ``RecordError`` is a bad record, any other error a bad file.
+
+    Every record read is then offered, field by field, to each of ``validators``.
+    """
     info = reader.shards()[shard]
     report = ShardReport(shard, 0)
+    checker = _Checker(validators, report, _file_of(reader, info.id))
 
     def bad(first: int, message: str, count: int = 1) -> None:
         last = report.bad[-1] if report.bad else None
@@ -123,13 +322,18 @@ def validate_shard(reader: Reader, shard: int, block: int = BLOCK) -> ShardRepor
         idx = np.arange(start, min(n, start + block), dtype=np.int64)
         try:
             try:
-                reader.read(shard, idx)
+                records = reader.read(shard, idx)
             except RecordError:
                 for i in idx.tolist():
                     try:
-                        reader.read(shard, np.array([i], dtype=np.int64))
+                        one = reader.read(shard, np.array([i], dtype=np.int64))
                     except RecordError as exc:
                         bad(i, str(exc))
+                    else:
+                        checker.record(i, one[0])
+            else:
+                for i, rec in zip(idx.tolist(), records, strict=True):
+                    checker.record(i, rec)
         except ZephonError as exc:
             report.bad.append(BadRecord(shard, info.id, start, n - start, str(exc), whole_file=True))
             report.records = start
@@ -143,7 +347,13 @@ def validate_shard(reader: Reader, shard: int, block: int = BLOCK) -> ShardRepor
     return report
 
 
-def validate(reader: Reader, *, jobs: int | None = None, progress: Progress | None = None) -> Validation:
+def validate(
+    reader: Reader,
+    *,
+    jobs: int | None = None,
+    progress: Progress | None = None,
+    validators: Sequence[FieldValidator] = (),
+) -> Validation:
     """Validate every shard of ``reader`` (in ``jobs`` worker processes); see the module docstring.
 
     Args:
@@ -151,7 +361,10 @@ def validate(reader: Reader, *, jobs: int | None = None, progress: Progress | No
         jobs: worker processes; default: the CPUs, at most one per shard (this process alone below
             :data:`PARALLEL_MIN_RECORDS` records). 1 validates in this process.
         progress: called after each shard (see :data:`Progress`).
+        validators: field validators run on every record read (:func:`field_validators` gives the
+            installed ones); none: records are only read.
     """
+    validators = list(validators)
     try:
         shards = reader.shards()
     except ZephonError:
@@ -167,15 +380,17 @@ def validate(reader: Reader, *, jobs: int | None = None, progress: Progress | No
     def done(report: ShardReport) -> None:
         reports.append(report)
         if progress is not None:
-            bad = sum(b.count for r in reports for b in r.bad if not b.whole_file)
+            bad = sum(b.count for r in reports for b in r.bad if not b.whole_file) + sum(
+                len(r.bad_fields) for r in reports
+            )
             progress(len(reports), total, sum(r.records for r in reports), bad)
 
     if jobs == 1:
         for s in range(total):
-            done(validate_shard(reader, s))
+            done(validate_shard(reader, s, validators=validators))
     else:
         with ProcessPoolExecutor(
-            jobs, mp_context=_context(), initializer=_init_worker, initargs=(pickle.dumps(reader),)
+            jobs, mp_context=_context(), initializer=_init_worker, initargs=(pickle.dumps((reader, validators)),)
         ) as pool:
             pending: set[Future[ShardReport]] = {pool.submit(_validate_in_worker, s) for s in range(total)}
             while pending:
@@ -183,7 +398,17 @@ def validate(reader: Reader, *, jobs: int | None = None, progress: Progress | No
                 for fut in finished:
                     done(fut.result())
     reports.sort(key=lambda r: r.shard)
-    return Validation(total, sum(r.records for r in reports), [b for r in reports for b in r.bad])
+    width = len(validators)
+    return Validation(
+        total,
+        sum(r.records for r in reports),
+        [b for r in reports for b in r.bad],
+        bad_fields=[b for r in reports for b in r.bad_fields],
+        validators=validators,
+        decoded=[sum(r.decoded[k] for r in reports if r.decoded) for k in range(width)],
+        failed=[sum(r.failed[k] for r in reports if r.failed) for k in range(width)],
+        undecoded=sum(r.undecoded for r in reports),
+    )
 
 
 def _context() -> Any:
@@ -192,13 +417,14 @@ def _context() -> Any:
 
 
 _worker_reader: Reader | None = None
+_worker_validators: list[FieldValidator] = []
 
 
 def _init_worker(blob: bytes) -> None:
-    global _worker_reader
-    _worker_reader = pickle.loads(blob)
+    global _worker_reader, _worker_validators
+    _worker_reader, _worker_validators = pickle.loads(blob)
 
 
 def _validate_in_worker(shard: int) -> ShardReport:
     assert _worker_reader is not None
-    return validate_shard(_worker_reader, shard)
+    return validate_shard(_worker_reader, shard, validators=_worker_validators)

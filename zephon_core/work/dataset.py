@@ -44,7 +44,18 @@ class Dataset:
 
     @classmethod
     def from_records(cls, name: str, records: Sequence[dict[str, Any]], shard_size: int = 1000) -> Dataset:
-        """An in-memory dataset, cut into shards of ``shard_size`` records."""
+        """An in-memory dataset, cut into shards of ``shard_size`` records.
+
+        Raises:
+            ConfigError: ``records`` is empty (checked here, so the message says so instead of the
+                generic "no shards found" of a dataset whose files list nothing).
+        """
+        if not isinstance(records, Sequence):
+            records = list(records)
+        if len(records) == 0:
+            raise ConfigError(
+                f"dataset {name!r}: Dataset.from_records got an empty list of records; give at least one record"
+            )
         return cls(name, MemoryReader(records, shard_size))
 
     @classmethod

@@ -9,8 +9,9 @@ lane can jump straight to its chunks without enumerating the others.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from fractions import Fraction
 from functools import reduce
 from math import gcd
@@ -22,27 +23,59 @@ from zephon_core.errors import ConfigError
 MAX_PERIOD = 1 << 16
 
 
+SUM_TOLERANCE = 1e-9
+"""How far from 1 the weights may sum before :class:`MixtureSpec` warns that it normalises them."""
+
+
 @dataclass(frozen=True)
 class MixtureSpec:
     """Target proportions per dataset name, e.g. ``MixtureSpec({"web": 0.75, "code": 0.25})``.
 
-    Weights need not sum to one; they are normalised. Zero or negative weights are an error
-    (leave the dataset out instead).
+    Weights are normalised to sum to one. Weights that do not already sum to one give a
+    ``UserWarning`` naming the normalised shares, because a typo (``{"web": 0.7, "code": 0.2}``)
+    would otherwise change the mixture silently; pass ``ratios=True`` when they are ratios on purpose
+    (``MixtureSpec({"web": 3, "code": 1}, ratios=True)``). Zero or negative weights are an error
+    (leave the dataset out instead). ``ratios`` only silences the warning: the spec, and so a
+    checkpoint's fingerprint, holds the weights as given either way.
     """
 
     weights: Mapping[str, float]
+    ratios: InitVar[bool] = False
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, ratios: bool) -> None:
         if not self.weights:
             raise ConfigError("MixtureSpec needs at least one dataset weight")
         for name, w in self.weights.items():
             if not isinstance(w, (int, float)) or not w > 0 or w != w or w == float("inf"):
                 raise ConfigError(f"MixtureSpec weight for {name!r} must be a positive number, got {w!r}")
+        if not isinstance(ratios, bool):
+            raise ConfigError(f"MixtureSpec: ratios must be True or False, got {ratios!r}")
         object.__setattr__(self, "weights", dict(self.weights))
+        unnormalised = None if ratios else not_normalised(self.weights)
+        if unnormalised is not None:
+            warnings.warn(
+                f"MixtureSpec: {unnormalised}. Give weights that sum to 1, or pass ratios=True if they are ratios "
+                "on purpose",
+                UserWarning,
+                stacklevel=3,  # the caller of MixtureSpec(...), past __init__ and __post_init__
+            )
 
     def normalized(self) -> dict[str, float]:
         total = sum(self.weights.values())
         return {k: v / total for k, v in self.weights.items()}
+
+
+def not_normalised(weights: Mapping[str, float]) -> str | None:
+    """Says what the weights sum to and the shares they are normalised to, or None when they sum to 1.
+
+    The text of :class:`MixtureSpec`'s warning, shared with ``zephon profile`` definitions (which
+    say where the weights came from).
+    """
+    total = sum(weights.values())
+    if abs(total - 1.0) <= SUM_TOLERANCE:
+        return None
+    shares = {k: round(v / total, 6) for k, v in weights.items()}
+    return f"the weights {dict(weights)} sum to {total:g}, not 1; they are normalised to {shares}"
 
 
 def integer_weights(weights: list[float], max_period: int = MAX_PERIOD) -> np.ndarray:

@@ -104,7 +104,7 @@ class StaticMixtureWorkSource(ChunkSizing, BaseWorkSource):
         super().__init__(datasets)
         names = [d.name for d in self.datasets]
         if mixture is None:
-            mixture = MixtureSpec({d.name: float(d.num_samples) for d in self.datasets})
+            mixture = MixtureSpec({d.name: float(d.num_samples) for d in self.datasets}, ratios=True)
         missing = set(names) - set(mixture.weights)
         extra = set(mixture.weights) - set(names)
         if missing or extra:

@@ -92,3 +92,28 @@ def test_special_tokens_must_exist():
 def test_bad_configuration(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         Tokenize(tokenizer_id="gpt2", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("spec", "meant"),
+    [("gtp2", "gpt2"), ("GPT2", "gpt2"), ("r50k", "r50k_base"), ("openai-community/gtp2", "openai-community/gpt2")],
+)
+def test_a_misspelled_builtin_name_gets_the_closest_one(spec, meant, no_network):
+    with pytest.raises(
+        ConfigError, match=rf"unknown tokenizer '{spec}' \(did you mean '{meant}'\?\)\. .*never downloads"
+    ):
+        Tokenize(tokenizer_id=spec)
+
+
+def test_a_misspelled_file_gets_the_closest_file_of_its_folder(tmp_path, no_network):
+    resolve_tokenizer("gpt2").tokenizer.save(str(tmp_path / "tokenizer.json"))
+    typo = tmp_path / "tokenizer.jsno"
+    with pytest.raises(ConfigError, match=r"\(did you mean '.*tokenizer\.json'\?\)") as info:
+        resolve_tokenizer(str(typo))
+    assert str(tmp_path / "tokenizer.json") in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_name_close_to_nothing_gets_no_suggestion(no_network):
+    with pytest.raises(ConfigError) as info:
+        resolve_tokenizer("no-such-tokenizer")
+    assert "did you mean" not in str(info.value)

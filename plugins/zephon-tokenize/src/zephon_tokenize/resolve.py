@@ -13,6 +13,7 @@ are the same bytes (checked by SHA-256 below).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import threading
@@ -87,9 +88,37 @@ def _shared(key: Any, build: Callable[[], Any]) -> _Loaded:
         return hit
 
 
+def shipped_names() -> list[str]:
+    """The tokenizer names that resolve without any file of yours: the aliases and the bundled folders."""
+    bundled = resources.files("zephon_tokenize") / "data"
+    return sorted({*_ALIASES, *(d.name for d in bundled.iterdir() if d.is_dir())})
+
+
+def _suggestion(spec: object) -> str:
+    """`` (did you mean 'gpt2'?)`` for a near miss of a built-in name, or of a file next to a missing path.
+
+    A typo (``"gtp2"``, ``"tokenizer.jsno"``) would otherwise only get the list of the ways to name
+    a tokenizer, which does not say which character is wrong.
+    """
+    if not isinstance(spec, (str, os.PathLike)):
+        return ""
+    text, folder = os.fspath(spec), ""
+    candidates = shipped_names()
+    parent, base = os.path.split(os.path.expanduser(text))
+    if parent and base and os.path.isdir(parent):  # a path: compare the file name with its folder's files
+        try:
+            candidates, folder, text = sorted(os.listdir(parent)), parent, base
+        except OSError:
+            return ""
+    by_folded = {c.casefold(): c for c in candidates}  # "GPT2" is a near miss of "gpt2" too
+    close = difflib.get_close_matches(text.casefold(), list(by_folded), n=1)
+    return f" (did you mean {os.path.join(folder, by_folded[close[0]])!r}?)" if close else ""
+
+
 def _how_to_provide(spec: object) -> str:
     return (
-        f"unknown tokenizer {spec!r}. zephon-tokenize never downloads anything; give tokenizer_id as one of: "
+        f"unknown tokenizer {spec!r}{_suggestion(spec)}. zephon-tokenize never downloads anything; give "
+        "tokenizer_id as one of: "
         f"(1) a built-in name: {', '.join(BUILTIN_NAMES)}; "
         "(2) a path to a tokenizer.json file (e.g. from a Hugging Face model folder, or saved with "
         "tokenizers.Tokenizer.save); "

@@ -10,13 +10,21 @@ generator (a function that declares ``rng``), seeded from (``seed``, operator na
 Images are numpy arrays in HWC layout (height, width, channels), ``uint8`` after decoding; a 2-D
 array is a one-channel image. Resampling goes through Pillow, whose integer resampling code gives
 the same bytes on every run of the same Pillow build.
+
+Every operator takes ``missing``: what to do with a record that has no image (its field absent, or
+None as a nullable column stores it). ``"error"``, the default, is an error naming the sample: in a
+pure image dataset that is a schema mistake. ``"pass"`` lets the record through without touching it
+(an operator that consumes its input field drops a None one, so the record leaves with the fields
+an image record would have less the outputs): the text-only samples of a text + image mixture, which
+``pack_sequences(image_token_id=...)`` packs into the same rows as the image samples. A passed record
+draws no random numbers; the generator is per record anyway, so no other record's draws change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from PIL import Image
@@ -67,12 +75,39 @@ def check_field(field: Any, what: str) -> str:
     return field
 
 
+Missing = Literal["error", "pass"]
+"""What a vision operator does with a record that has no image (the ``missing`` option)."""
+
+MISSING_HINT = "pass missing='pass' to let records without an image through, e.g. the text-only samples of a mixture"
+
+
+def check_missing(missing: Any, what: str) -> Missing:
+    """The ``missing`` option, checked: ``"error"`` (the default) or ``"pass"``."""
+    if missing == "error":
+        return "error"
+    if missing == "pass":
+        return "pass"
+    raise ConfigError(f"{what}: missing must be 'error' or 'pass', got {missing!r}")
+
+
+def has_image(payload: Payload, field: str) -> bool:
+    """Whether the record holds something in ``field``: absent and ``None`` (a null in a nullable
+    column, as a Parquet table mixing text-only and image rows has) both mean "no image"."""
+    return payload.get(field) is not None
+
+
+def without(payload: Payload, fields: Sequence[str]) -> Payload:
+    """``payload`` less ``fields``: what a record without an image leaves an operator as, when the
+    operator consumes its input field, so it has the fields an image record would have less the outputs."""
+    return payload if not any(f in payload for f in fields) else {k: v for k, v in payload.items() if k not in fields}
+
+
 def get_image(payload: Payload, field: str, what: str) -> np.ndarray:
     """``payload[field]`` as an HW or HWC array, or an error that says what the record holds instead."""
-    try:
-        value = payload[field]
-    except KeyError:
-        raise KeyError(f"{what}: the record has no field {field!r} (fields: {sorted(payload)})") from None
+    value = payload.get(field)
+    if value is None:
+        held = "no field" if field not in payload else "None in field"
+        raise KeyError(f"{what}: the record has {held} {field!r} (fields: {sorted(payload)}); {MISSING_HINT}")
     if not isinstance(value, np.ndarray) or value.ndim not in (2, 3):
         shape = getattr(value, "shape", None)
         raise TypeError(
@@ -124,8 +159,15 @@ class ImageFn:
     """Base of the per-record functions: a frozen dataclass whose fields are the configuration."""
 
     def config(self) -> dict[str, Any]:
-        """JSON-able configuration (tuples become lists so it survives a JSON round trip)."""
-        return _jsonable(asdict(self))
+        """JSON-able configuration (tuples become lists so it survives a JSON round trip).
+
+        ``missing`` is left out at its default (``"error"``), so a pipeline built before the option
+        existed keeps its fingerprint and its checkpoints still resume.
+        """
+        config: dict[str, Any] = _jsonable(asdict(self))
+        if config.get("missing") == "error":
+            del config["missing"]
+        return config
 
 
 def _jsonable(value: Any) -> Any:

@@ -31,7 +31,17 @@ import numpy as np
 from PIL import Image
 
 from zephon_core.errors import ConfigError
-from zephon_vision.base import ImageFn, ImageOperator, Payload, check_field
+from zephon_vision.base import (
+    MISSING_HINT,
+    ImageFn,
+    ImageOperator,
+    Missing,
+    Payload,
+    check_field,
+    check_missing,
+    has_image,
+    without,
+)
 
 Mode = Literal["RGB", "RGBA", "L"]
 Backend = Literal["auto", "pillow", "simplejpeg"]
@@ -238,11 +248,17 @@ class DecodeFn(ImageFn):
     formats: tuple[str, ...] | None
     max_pixels: int | None
     keep_encoded: bool
+    missing: Missing = "error"
 
     def __call__(self, payload: Payload) -> Payload | None:
-        name = next((f for f in self.field if f in payload), None)
+        name = next((f for f in self.field if has_image(payload, f)), None)
         if name is None:
-            raise KeyError(f"decode_image: the record has none of the fields {list(self.field)} (fields: {sorted(payload)})")
+            if self.missing == "pass":  # a text-only sample: on it goes, less the (None) encoded fields
+                return payload if self.keep_encoded else without(payload, self.field)
+            raise KeyError(
+                f"decode_image: the record has none of the fields {list(self.field)}, or only None in them "
+                f"(fields: {sorted(payload)}); {MISSING_HINT}"
+            )
         data = payload[name]
         try:
             data = _as_buffer(data)
@@ -285,6 +301,10 @@ class DecodeImage(ImageOperator):
         formats: formats Pillow may open (None: every format Pillow knows).
         max_pixels: larger images are undecodable (decompression bombs); None disables the check.
         keep_encoded: keep the encoded bytes in the record (default: drop them, they are large).
+        missing: a record with none of the fields (absent, or None: a null in a nullable column):
+            ``"error"`` (default: a schema mistake should not pass silently) or ``"pass"`` (it goes on
+            without ``out``, and without its None fields unless ``keep_encoded``: the text-only
+            samples of a text + image mixture). Unlike ``on_error="skip"`` nothing is dropped.
     """
 
     kind = "decode_image"
@@ -302,6 +322,7 @@ class DecodeImage(ImageOperator):
         formats: Sequence[str] | None = DEFAULT_FORMATS,
         max_pixels: int | None = DEFAULT_MAX_PIXELS,
         keep_encoded: bool = False,
+        missing: Missing = "error",
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -337,5 +358,6 @@ class DecodeImage(ImageOperator):
             formats=tuple(f.upper() for f in formats) if formats is not None else None,
             max_pixels=max_pixels,
             keep_encoded=bool(keep_encoded),
+            missing=check_missing(missing, what),
         )
         super().__init__(fn, parallelism=parallelism, runner=runner, name=name, timeout_s=timeout_s)

@@ -24,11 +24,14 @@ from zephon_core.errors import ConfigError
 from zephon_vision.base import (
     ImageFn,
     ImageOperator,
+    Missing,
     Payload,
     check_field,
     check_interpolation,
+    check_missing,
     check_size,
     get_image,
+    has_image,
     resize_array,
 )
 
@@ -55,8 +58,11 @@ class ResizeFn(ImageFn):
     size: int | tuple[int, int]
     interpolation: str
     max_size: int | None
+    missing: Missing = "error"
 
     def __call__(self, payload: Payload) -> Payload:
+        if self.missing == "pass" and not has_image(payload, self.field):
+            return payload
         image = get_image(payload, self.field, "resize")
         shape = resized_shape(image.shape[0], image.shape[1], self.size, self.max_size)
         if shape == image.shape[:2]:
@@ -74,6 +80,8 @@ class Resize(ImageOperator):
             ``"lanczos"`` (Pillow filters, antialiased when shrinking).
         max_size: with an int ``size``, the longer side's cap (the shorter shrinks in proportion).
         field: the image field (replaced by the resized image).
+        missing: a record without ``field`` (absent or None): ``"error"`` (default) or ``"pass"``
+            (it goes on unchanged: the text-only samples of a text + image mixture).
     """
 
     kind = "resize"
@@ -85,6 +93,7 @@ class Resize(ImageOperator):
         interpolation: str = "bilinear",
         max_size: int | None = None,
         field: str = "image",
+        missing: Missing = "error",
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -93,7 +102,13 @@ class Resize(ImageOperator):
         checked = check_size(size, "resize")
         if max_size is not None and (not isinstance(max_size, int) or max_size < 1 or not isinstance(checked, int)):
             raise ConfigError(f"resize: max_size must be a positive int and needs an int size, got {max_size!r}")
-        fn = ResizeFn(check_field(field, "resize"), checked, check_interpolation(interpolation, "resize"), max_size)
+        fn = ResizeFn(
+            check_field(field, "resize"),
+            checked,
+            check_interpolation(interpolation, "resize"),
+            max_size,
+            missing=check_missing(missing, "resize"),
+        )
         super().__init__(fn, parallelism=parallelism, runner=runner, name=name, timeout_s=timeout_s)
 
 
@@ -116,8 +131,11 @@ class CenterCropFn(ImageFn):
     field: str
     size: tuple[int, int]
     fill: int
+    missing: Missing = "error"
 
     def __call__(self, payload: Payload) -> Payload:
+        if self.missing == "pass" and not has_image(payload, self.field):
+            return payload
         image = get_image(payload, self.field, "center_crop")
         return {**payload, self.field: center_crop_array(image, self.size, self.fill)}
 
@@ -125,7 +143,8 @@ class CenterCropFn(ImageFn):
 class CenterCrop(ImageOperator):
     """Crop the central ``size`` window (int: a square), padding smaller images with ``fill``.
 
-    The window starts at ``((h - crop_h) // 2, (w - crop_w) // 2)``.
+    The window starts at ``((h - crop_h) // 2, (w - crop_w) // 2)``. With ``missing="pass"`` a
+    record without ``field`` (absent or None) goes on unchanged instead of being an error.
     """
 
     kind = "center_crop"
@@ -136,6 +155,7 @@ class CenterCrop(ImageOperator):
         *,
         fill: int = 0,
         field: str = "image",
+        missing: Missing = "error",
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -143,7 +163,12 @@ class CenterCrop(ImageOperator):
     ) -> None:
         if not isinstance(fill, int) or isinstance(fill, bool):
             raise ConfigError(f"center_crop: fill must be an int, got {fill!r}")
-        fn = CenterCropFn(check_field(field, "center_crop"), _pair(check_size(size, "center_crop")), fill)
+        fn = CenterCropFn(
+            check_field(field, "center_crop"),
+            _pair(check_size(size, "center_crop")),
+            fill,
+            missing=check_missing(missing, "center_crop"),
+        )
         super().__init__(fn, parallelism=parallelism, runner=runner, name=name, timeout_s=timeout_s)
 
 
@@ -184,8 +209,11 @@ class RandomResizedCropFn(ImageFn):
     scale: tuple[float, float]
     ratio: tuple[float, float]
     interpolation: str
+    missing: Missing = "error"
 
     def __call__(self, payload: Payload, rng: np.random.Generator) -> Payload:
+        if self.missing == "pass" and not has_image(payload, self.field):
+            return payload  # draws nothing: the generator is the record's own, no other record shifts
         image = get_image(payload, self.field, "random_resized_crop")
         top, left, ch, cw = random_crop_box(image.shape[0], image.shape[1], self.scale, self.ratio, rng)
         out = resize_array(image, self.size, self.interpolation, box=(left, top, left + cw, top + ch))
@@ -215,6 +243,8 @@ class RandomResizedCrop(ImageOperator):
         interpolation: Pillow filter for the resize (crop and resize are one resampling pass).
         seed: varies the draws; the generator is the kernel's per-sample one.
         field: the image field.
+        missing: a record without ``field`` (absent or None): ``"error"`` (default) or ``"pass"``
+            (it goes on unchanged).
     """
 
     kind = "random_resized_crop"
@@ -228,6 +258,7 @@ class RandomResizedCrop(ImageOperator):
         interpolation: str = "bilinear",
         seed: int = 0,
         field: str = "image",
+        missing: Missing = "error",
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -243,6 +274,7 @@ class RandomResizedCrop(ImageOperator):
             sc,
             _check_range(ratio, what, "ratio", positive=True),
             check_interpolation(interpolation, what),
+            missing=check_missing(missing, what),
         )
         super().__init__(fn, seed=seed, parallelism=parallelism, runner=runner, name=name, timeout_s=timeout_s)
 
@@ -252,8 +284,12 @@ class HorizontalFlipFn(ImageFn):
     field: str
     p: float
     flag: str | None
+    missing: Missing = "error"
 
     def __call__(self, payload: Payload, rng: np.random.Generator) -> Payload:
+        if self.missing == "pass" and not has_image(payload, self.field):
+            # no coin is drawn; the flag (if any) says nothing was flipped, so every record has it
+            return payload if self.flag is None else {**payload, self.flag: False}
         image = get_image(payload, self.field, "horizontal_flip")
         flip = bool(rng.random() < self.p)
         out = {**payload, self.field: np.ascontiguousarray(image[:, ::-1]) if flip else image}
@@ -270,6 +306,8 @@ class HorizontalFlip(ImageOperator):
         seed: varies the coins.
         flag: if set, the field that records whether this record was flipped (e.g. to move boxes).
         field: the image field.
+        missing: a record without ``field`` (absent or None): ``"error"`` (default) or ``"pass"``
+            (it goes on unchanged; ``flag``, if set, is False).
     """
 
     kind = "horizontal_flip"
@@ -281,6 +319,7 @@ class HorizontalFlip(ImageOperator):
         seed: int = 0,
         flag: str | None = None,
         field: str = "image",
+        missing: Missing = "error",
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -289,6 +328,9 @@ class HorizontalFlip(ImageOperator):
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
             raise ConfigError(f"horizontal_flip: p must be a probability in [0, 1], got {p!r}")
         fn = HorizontalFlipFn(
-            check_field(field, "horizontal_flip"), float(p), None if flag is None else check_field(flag, "horizontal_flip")
+            check_field(field, "horizontal_flip"),
+            float(p),
+            None if flag is None else check_field(flag, "horizontal_flip"),
+            missing=check_missing(missing, "horizontal_flip"),
         )
         super().__init__(fn, seed=seed, parallelism=parallelism, runner=runner, name=name, timeout_s=timeout_s)

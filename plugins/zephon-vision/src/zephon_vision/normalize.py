@@ -15,7 +15,17 @@ from typing import Any
 import numpy as np
 
 from zephon_core.errors import ConfigError
-from zephon_vision.base import ImageFn, ImageOperator, Payload, check_field, get_image
+from zephon_vision.base import (
+    ImageFn,
+    ImageOperator,
+    Missing,
+    Payload,
+    check_field,
+    check_missing,
+    get_image,
+    has_image,
+    without,
+)
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -59,8 +69,11 @@ class NormalizeFn(ImageFn):
     std: tuple[float, ...]
     rescale: float
     chw: bool
+    missing: Missing = "error"
 
     def __call__(self, payload: Payload) -> Payload:
+        if self.missing == "pass" and not has_image(payload, self.field):
+            return payload if self.out == self.field else without(payload, (self.field,))
         image = get_image(payload, self.field, "normalize")
         hwc = image if image.ndim == 3 else image[:, :, None]
         a, b = affine(self.mean, self.std, self.rescale, hwc.shape[2], "normalize")
@@ -82,6 +95,9 @@ class Normalize(ImageOperator):
         chw: emit CHW (channels first, what a convolution expects) instead of HWC.
         field: the image field.
         out: where the result goes (default: ``field``, replacing the image).
+        missing: a record without ``field`` (absent or None): ``"error"`` (default) or ``"pass"``
+            (it goes on unchanged, except that a None ``field`` is dropped when ``out`` is another
+            field, as the image would be).
     """
 
     kind = "normalize"
@@ -95,6 +111,7 @@ class Normalize(ImageOperator):
         chw: bool = False,
         field: str = "image",
         out: str | None = None,
+        missing: Missing = "error",
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -107,6 +124,12 @@ class Normalize(ImageOperator):
         if len(mean_t) > 1 and len(std_t) > 1 and len(mean_t) != len(std_t):
             raise ConfigError(f"{what}: mean has {len(mean_t)} values and std {len(std_t)}")
         fn = NormalizeFn(
-            check_field(field, what), check_field(out or field, what), mean_t, std_t, float(rescale), bool(chw)
+            check_field(field, what),
+            check_field(out or field, what),
+            mean_t,
+            std_t,
+            float(rescale),
+            bool(chw),
+            missing=check_missing(missing, what),
         )
         super().__init__(fn, parallelism=parallelism, runner=runner, name=name, timeout_s=timeout_s)

@@ -42,7 +42,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from zephon_core.errors import ConfigError
-from zephon_vision.base import ImageFn, ImageOperator, Payload, check_field, check_interpolation, resize_array
+from zephon_vision.base import (
+    MISSING_HINT,
+    ImageFn,
+    ImageOperator,
+    Missing,
+    Payload,
+    check_field,
+    check_interpolation,
+    check_missing,
+    has_image,
+    resize_array,
+    without,
+)
 from zephon_vision.normalize import CLIP_MEAN, CLIP_STD, affine, check_stats, normalize_array
 
 QWEN2_VL_MIN_PIXELS = 56 * 56
@@ -117,6 +129,7 @@ class PatchifyFn(ImageFn):
     out_patches: str
     out_grid: str
     keep_image: bool
+    missing: Missing = "error"
 
     def target_size(self, height: int, width: int, frames: int) -> tuple[int, int]:
         """The resized (height, width) of an image (or of each frame of a video of ``frames`` frames)."""
@@ -136,10 +149,12 @@ class PatchifyFn(ImageFn):
         )
 
     def __call__(self, payload: Payload) -> Payload:
-        try:
-            value = payload[self.field]
-        except KeyError:
-            raise KeyError(f"patchify: the record has no field {self.field!r} (fields: {sorted(payload)})") from None
+        if not has_image(payload, self.field):
+            if self.missing == "pass":  # a text-only sample: no patches, no grid (what the packer expects)
+                return payload if self.keep_image else without(payload, (self.field,))
+            held = "no field" if self.field not in payload else "None in field"
+            raise KeyError(f"patchify: the record has {held} {self.field!r} (fields: {sorted(payload)}); {MISSING_HINT}")
+        value = payload[self.field]
         if not isinstance(value, np.ndarray) or value.ndim not in (2, 3, 4):
             raise TypeError(
                 f"patchify: field {self.field!r} must be an HWC image or a THWC video array, got {type(value).__name__}"
@@ -194,6 +209,9 @@ class Patchify(ImageOperator):
         out_patches: the patches' field.
         out_grid: the grid's field.
         keep_image: keep the image field (default: dropped, the patches hold the same pixels).
+        missing: a record without ``field`` (absent or None): ``"error"`` (default) or ``"pass"``
+            (it goes on with neither ``out_patches`` nor ``out_grid``, as a text-only sample of
+            ``pack_sequences(image_token_id=...)``, and without a None ``field`` unless ``keep_image``).
     """
 
     kind = "patchify"
@@ -216,6 +234,7 @@ class Patchify(ImageOperator):
         out_patches: str = "pixel_values",
         out_grid: str = "image_grid_thw",
         keep_image: bool = False,
+        missing: Missing = "error",
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -256,5 +275,6 @@ class Patchify(ImageOperator):
             out_patches=check_field(out_patches, what),
             out_grid=check_field(out_grid, what),
             keep_image=bool(keep_image),
+            missing=check_missing(missing, what),
         )
         super().__init__(fn, parallelism=parallelism, runner=runner, name=name, timeout_s=timeout_s)

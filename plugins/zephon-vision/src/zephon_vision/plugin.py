@@ -1,4 +1,4 @@
-"""Entry point of the ``zephon`` plugin group: registers the vision operators.
+"""Entry point of the ``zephon`` plugin group: registers the vision operators and the image field validator.
 
 Factories are lazy ``"module:attr"`` strings so that ``import zephon_core`` (and listing plugins)
 never imports Pillow.
@@ -35,3 +35,12 @@ OPERATORS = {
 def zephon_register_operators(register: Any) -> None:
     for name, (factory, description) in OPERATORS.items():
         register(name=name, factory=factory, description=description)
+
+
+@hookimpl
+def zephon_register_validators(register: Any) -> None:
+    register(
+        name="image",
+        factory="zephon_vision.validate:check_image",
+        description="zephon index --validate: bytes that sniff as an image, or a jpg/png/... field, must decode with Pillow",
+    )
