@@ -56,6 +56,7 @@ bench: $(STAMP)
 dist: $(STAMP)
 	rm -rf dist
 	set -e; for d in . $(PACKAGES); do $(BIN)/python -m build --outdir dist "$$d"; done
+	$(BIN)/twine check --strict dist/*
 	ls dist
 
 clean:
