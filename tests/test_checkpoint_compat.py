@@ -72,6 +72,13 @@ FUNCTION_NAMES = {
 """The ``module:qualname`` of every function in each definition."""
 
 CHUNK_SIZES = {"kernel_demo": 32, "text_default_sizing": 1899, "flat_map_repeat": 256}
+WINDOWS = {"kernel_demo": 2, "text_default_sizing": 8, "flat_map_repeat": 8}
+
+NEW_RUN_FINGERPRINTS = {  # the same builders in a new run (default chunk_size 256, windows sized in tokens)
+    "kernel_demo": FINGERPRINTS["kernel_demo"],  # explicit sizes: unchanged
+    "text_default_sizing": "732962bd021272257bd76f408a32acfc428c4989334401240073af3d0ba1afe3",
+    "flat_map_repeat": "5c44fc810fb84b5342cff496527e4a0e3e85e0d12ecd369600c46d81280f6613",
+}
 """Samples per chunk as 0.1.0 resolved them (the last two from the defaults)."""
 
 
@@ -179,11 +186,16 @@ def test_pipeline_fingerprints_are_pinned(name: str) -> None:
     """
     case = _case(name)
     stored = _stored(f"{name}.json")
-    definition = _built(case).definition()
+    p = _built(case)
+    fresh = p.definition()
+    p.load_state_dict(stored)  # a pipeline left at the defaults adopts release 0.1's sizing
+    definition = p.definition()
     assert fingerprint(definition) == FINGERPRINTS[name], "; ".join(
         diff_definitions(stored["definition"], definition)[:8]
     )
     assert stored["fingerprint"] == FINGERPRINTS[name]
+    # A new run of the same code: the same data as 0.1.0 where the defaults did not change.
+    assert fingerprint(fresh) == NEW_RUN_FINGERPRINTS[name], "; ".join(diff_definitions(stored["definition"], fresh)[:8])
 
 
 @pytest.mark.parametrize("name", list(_params(with_worlds=False)))
@@ -211,12 +223,9 @@ def test_chunks_are_sized_as_0_1_0_sized_them(name: str) -> None:
     """
     case = _case(name)
     p = _built(case)
-    estimates = _stored(f"{name}.json")["calibration"]["tokens_per_sample"]
-    source = p.source if estimates is None else p.source.with_token_estimates(estimates)
-    window = getattr(source, "with_window", None)
-    if callable(window):
-        source = window(p.run_options.flush_every_k_chunks)
-    assert getattr(source, "chunk_size", None) == CHUNK_SIZES[name]
+    p.load_state_dict(_stored(f"{name}.json"))
+    assert getattr(p._active_source(), "chunk_size", None) == CHUNK_SIZES[name]
+    assert p.flush_every == WINDOWS[name]
 
 
 def test_the_resume_comparison_sees_one_record_of_difference() -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from zephon_core import ConfigError, Dataset, OperatorError, Pipeline, Reader, ShardInfo, StaticMixtureWorkSource
+from zephon_core.ops.contract import Accumulator, Emitted, Operator, Records, Traits, Work
 
 N = 300
 
@@ -148,3 +149,48 @@ def test_a_step_with_its_own_timeout_runs_in_its_own_pool():
         ("jitter", "processes", 1),  # a new group may start after it (here of one step)
         ("batch", "threads", 1),
     ]
+
+
+class OwnPassThrough(Accumulator):
+    """A third-party accumulator (not the kernel's PassThrough) that declares it passes through."""
+
+    passes_through = True
+    with_keys = False
+
+    def push(self, records: Records) -> list[Emitted]:
+        if not records.payloads:
+            return [records] if records.dropped else []
+        return [Work(records.payloads, records.keys, records.lineage, records.dropped)]
+
+
+def add_seven(payloads: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+    return [None if p["i"] % 13 == 0 else {**p, "x": p["x"] + 7} for p in payloads]
+
+
+class AddSeven(Operator):
+    """A third-party operator on its own pass-through accumulator (drops every 13th record)."""
+
+    kind = "test_add_seven"
+    traits = Traits(fanout="one")
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def new_accumulator(self, lane: int) -> Accumulator:
+        return OwnPassThrough()
+
+    def worker(self) -> Any:
+        return add_seven
+
+
+def test_a_third_party_pass_through_accumulator_is_fused():
+    def build(runner: str) -> Pipeline:
+        ws = StaticMixtureWorkSource([Dataset("nums", SkippingReader(N))], chunk_size=16, seed=0)
+        p = Pipeline(ws).map_transform(drop_fives).add(AddSeven(name="add_seven")).map_transform(drop_elevens)
+        return p.batch(8).options(runner=runner, lanes=2)
+
+    fused, stages = _run(build("processes"))
+    threads, _ = _run(build("threads"))
+    assert stages == [("fetch+drop_fives+add_seven+drop_elevens", "processes", 1), ("batch", "threads", 1)]
+    assert fused == threads
+    assert any(lin for _, _, d in fused for lin in d)

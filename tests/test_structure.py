@@ -4,8 +4,14 @@
   functions too (a cycle hidden in a function still ties two modules into one); only imports under
   ``if TYPE_CHECKING:`` are not edges.
 * The builder, the runtime and the conformance suite never test for a concrete work source, fetch or
-  batch class, and carry no ``type: ignore``.
-* Plugins import only public kernel modules (no ``zephon_core._private`` module).
+  batch class.
+* No kernel module silences the type checker with ``type: ignore``, except the few counted in
+  :data:`TYPE_IGNORE_EXCEPTIONS`; one more, anywhere, fails.
+* Plugins, integrations and the plugin template import only public kernel *names*: nothing
+  ``_private``, and from a module that declares ``__all__`` only what it lists. (Which kernel
+  *modules* they may import is the allow-list of ``tests/test_layers.py``.)
+
+Each rule is also run on a deliberate violation, to show it can fail.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from tests.kernel_imports import Source, declared_public_names, kernel_modules, plugin_sources, private_name_violations
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,11 +132,11 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("pkg", _packages(), ids=lambda p: p.name)
-def test_no_import_cycles(pkg: Path):
+def test_no_import_cycles(pkg: Path) -> None:
     assert _cycles(_graph(pkg)) == []
 
 
-def test_the_cycle_finder_finds_a_cycle(tmp_path: Path):
+def test_the_cycle_finder_finds_a_cycle(tmp_path: Path) -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     pkg = tmp_path / "pkg"
     pkg.mkdir()
@@ -144,24 +152,86 @@ def _kernel_core_files() -> list[Path]:
 
 
 @pytest.mark.parametrize("path", _kernel_core_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_no_type_tests_on_concrete_stages_and_no_type_ignore(path: Path):
+def test_no_type_tests_on_concrete_stages(path: Path) -> None:
     text = path.read_text()
     concrete = r"isinstance\([^)]*\b(StaticMixtureWorkSource|FetchStage|BatchSpec|Fetch|Batch)\b"
     assert not re.search(concrete, text), f"{path.name} tests for a concrete source/fetch/batch class"
-    assert "type: ignore" not in text, f"{path.name} silences the type checker"
 
 
-def test_plugins_import_only_public_kernel_modules():
-    bad = []
-    for pkg in _packages()[1:]:
-        for f in pkg.rglob("*.py"):
-            for target in _imports(ast.parse(f.read_text()), _module_name(pkg, f), f.name == "__init__.py"):
-                if target.startswith("zephon_core") and any(p.startswith("_") for p in target.split(".")[1:]):
-                    bad.append(f"{f.relative_to(ROOT)}: {target}")
-    assert bad == []
+TYPE_IGNORE_EXCEPTIONS: dict[str, int] = {
+    # Assigning ``__signature__`` on a function object, which typeshed does not declare.
+    "zephon_core/builder_methods.py": 2,
+    # Appending to ``out.task`` / ``out.payloads`` after a runtime check mypy cannot narrow on.
+    "zephon_core/ops/stateful.py": 2,
+}
+"""The kernel's ``type: ignore`` comments today, per file: a count may only go down."""
 
 
-def test_no_plugin_or_contrib_test_edits_sys_path():
+def _type_ignores(files: dict[str, str], allowed: dict[str, int]) -> list[str]:
+    """Every ``type: ignore`` of ``files`` (path -> text) beyond what ``allowed`` counts for its file,
+    by file and line; and every allowance whose file now has fewer (lower the count)."""
+    out = []
+    for path, text in sorted(files.items()):
+        lines = [n for n, line in enumerate(text.splitlines(), 1) if re.search(r"#\s*type:\s*ignore", line)]
+        budget = allowed.get(path, 0)
+        if len(lines) > budget:
+            out += [f"{path}:{n}: type: ignore ({len(lines)} in the file, {budget} allowed)" for n in lines]
+        elif len(lines) < budget:
+            out.append(f"{path}: {len(lines)} type: ignore left, TYPE_IGNORE_EXCEPTIONS allows {budget}: lower it")
+    return out
+
+
+def test_no_new_type_ignore_in_the_kernel() -> None:
+    files = {str(f.relative_to(ROOT)): f.read_text() for f in sorted((ROOT / "zephon_core").rglob("*.py"))}
+    assert set(TYPE_IGNORE_EXCEPTIONS) <= set(files), "TYPE_IGNORE_EXCEPTIONS names a file that is gone"
+    found = _type_ignores(files, TYPE_IGNORE_EXCEPTIONS)
+    assert not found, "\n".join(found)
+
+
+def test_the_type_ignore_rule_fails_on_a_new_one() -> None:
+    clean = {"zephon_core/pipeline.py": "x = 1\n", "zephon_core/ops/stateful.py": "a  # type: ignore[x]\n" * 2}
+    assert _type_ignores(clean, TYPE_IGNORE_EXCEPTIONS) == []
+    new = {**clean, "zephon_core/pipeline.py": "x = 1\ny = f()  # type: ignore[no-any-return]\n"}
+    assert _type_ignores(new, TYPE_IGNORE_EXCEPTIONS) == [
+        "zephon_core/pipeline.py:2: type: ignore (1 in the file, 0 allowed)"
+    ]
+    one_more = {**clean, "zephon_core/ops/stateful.py": "a  #type:ignore\n" * 3}
+    assert len(_type_ignores(one_more, TYPE_IGNORE_EXCEPTIONS)) == 3
+    fewer = {**clean, "zephon_core/ops/stateful.py": "a\n"}
+    assert _type_ignores(fewer, TYPE_IGNORE_EXCEPTIONS) == [
+        "zephon_core/ops/stateful.py: 0 type: ignore left, TYPE_IGNORE_EXCEPTIONS allows 2: lower it"
+    ]
+
+
+def _public_names_violations(sources: list[Source]) -> list[str]:
+    modules = kernel_modules()
+    return private_name_violations(sources, lambda module: declared_public_names(module, modules))
+
+
+def test_plugins_import_only_public_kernel_names() -> None:
+    found = _public_names_violations(plugin_sources())
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("snippet", "message"),
+    [
+        ("from zephon_core import _builtins\n", "imports the private name zephon_core._builtins"),
+        ("import zephon_core._builtins\n", "imports the private module zephon_core._builtins"),
+        ("from zephon_core._builtins import x\n", "imports from the private module zephon_core._builtins"),
+        ("def f():\n    from zephon_core.plugin_api import _EXPORTS\n", "imports the private name zephon_core.plugin_api._EXPORTS"),
+        ("from zephon_core.storage import integrity\n", "imports zephon_core.storage.integrity, which zephon_core.storage.__all__ does not list"),
+        ("from zephon_core import runtime\n", "imports zephon_core.runtime, which zephon_core.__all__ does not list"),
+    ],
+)
+def test_the_public_names_rule_fails_on_a_private_name(snippet: str, message: str) -> None:
+    found = _public_names_violations([Source("zephon_fake/plugin.py", snippet)])
+    assert len(found) == 1 and message in found[0] and found[0].startswith("zephon_fake/plugin.py:"), found
+    allowed = "from zephon_core import __version__, Pipeline\nfrom zephon_core.plugin_api import MapTransform\n"
+    assert _public_names_violations([Source("zephon_fake/plugin.py", allowed)]) == []
+
+
+def test_no_plugin_or_contrib_test_edits_sys_path() -> None:
     """Plugin tests import shared helpers from ``zephon_core.testing`` or their own package, never by path."""
     offenders = []
     for folder in ("plugins", "contrib"):

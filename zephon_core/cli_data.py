@@ -23,6 +23,7 @@ import numpy as np
 
 from zephon_core.errors import ReaderError, ZephonError
 from zephon_core.work.dataset import Dataset
+from zephon_core.work.readers import StorageBacked
 
 if TYPE_CHECKING:
     from zephon_core.plugins import ZephonPluginManager
@@ -166,11 +167,10 @@ def _file_size(ds: Dataset, shard_id: str) -> int | None:
     Most readers name a shard by its path relative to the dataset root; one that does not (or keeps
     no storage at all, like the in-memory reader) simply has no size to show.
     """
-    storage = getattr(ds.reader, "storage", None)
-    if storage is None:
+    if not isinstance(ds.reader, StorageBacked):
         return None
     try:
-        return int(storage.info(shard_id).size)
+        return int(ds.reader.storage.info(shard_id).size)
     except Exception:
         return None
 

@@ -10,13 +10,14 @@ Fetch (first) and batch (last) are the kernel's own stages, configured with ``.f
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import os
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from zephon_core import checkpoint as ckpt
 from zephon_core.builder_methods import (
@@ -37,19 +38,38 @@ from zephon_core.runtime.diagnose import Diagnosis, diagnose
 from zephon_core.runtime.engine import Engine, StagePlan
 from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
 from zephon_core.runtime.fusion import fuse
+from zephon_core.runtime.lifecycle import PipelineIterator, started, stopped, weakly
 from zephon_core.runtime.metrics import timed, window_over
 from zephon_core.runtime.replay import LaneStart
 from zephon_core.runtime.reporter import MIN_INTERVAL_S, MetricsReporter, start_reporter
-from zephon_core.runtime.runners import Executor, Runner
+from zephon_core.runtime.runners import Executor, Runner, runner_crosses_processes
 from zephon_core.runtime.types import SampleBatch
-from zephon_core.work.contract import Pointer, WorkSource, check_work_source, pointer_of, source_info
+from zephon_core.work.chunking import DEFAULT_FLUSH_EVERY, LEGACY_DEFAULT, ChunkSizing
+from zephon_core.work.contract import (
+    LaneBound,
+    LaneStateful,
+    Pointer,
+    ReportsExhaustion,
+    Steerable,
+    TokenEstimated,
+    TokenSized,
+    Windowed,
+    WorkSource,
+    check_work_source,
+    pointer_of,
+    source_info,
+)
 from zephon_core.work.ids import CHUNK_BITS, dataset_of, split_sample_id
 from zephon_core.work.lanes import LaneLayout
-from zephon_core.work.prefetch import with_lookahead
+from zephon_core.work.prefetch import stop_prefetch, with_lookahead
 from zephon_core.work.source import check_token_estimates
 from zephon_core.work.steering import LeadGate, effect_chunks
 
 VALIDATION_MODES = ("off", "warn", "strict")
+
+
+def _dropped(plan: StagePlan) -> Executor | None:
+    raise ZephonError("the pipeline was dropped while it started")
 
 
 def check_validation_mode(mode: Any) -> str:
@@ -90,7 +110,7 @@ class Options:
     dp_rank: int = 0
     dp_world_size: int = 1
     runner: str = "threads"
-    flush_every_k_chunks: int = 8
+    flush_every_k_chunks: int | Literal["auto"] = "auto"
     queue_depth: int = 4
     timeout_s: float | None = None
     max_inflight_bytes: int | None = 128 * 2**20
@@ -124,9 +144,9 @@ class Options:
         if not isinstance(self.queue_depth, int) or isinstance(self.queue_depth, bool) or self.queue_depth < 1:
             raise ConfigError(f"option queue_depth must be an int >= 1, got {self.queue_depth!r}")
         k = self.flush_every_k_chunks
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        if k != "auto" and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
             raise ConfigError(
-                f"option flush_every_k_chunks must be an int >= 1, got {k!r}: a checkpoint replays the current "
+                f"option flush_every_k_chunks must be an int >= 1 or 'auto', got {k!r}: a checkpoint replays the current "
                 "window, so without flushes one window would span the whole run and a resume would replay all of it"
             )
         self.layout()
@@ -174,6 +194,9 @@ class Pipeline(metaclass=OperatorMethods):
         self._registered: dict[int, str] = {}  # id(operator) -> registered kind, for steps built by name
         self._validation: dict[str, Any] = {}
         self._active: WorkSource | None = None
+        self._active_key: tuple[int, int | str] | None = None
+        self._window_chunks = DEFAULT_FLUSH_EVERY  # flush_every_k_chunks resolved with the active source
+        self._legacy_window: int | None = None  # K adopted from a release-0.1 checkpoint (see load_state_dict)
         self._starts: dict[int, LaneStart] = {}
         self._token_estimates: dict[str, float] | None = None
         self._skips: list[dict[str, int]] = []  # skip_global_steps log: {"step", "steps"}
@@ -340,7 +363,7 @@ class Pipeline(metaclass=OperatorMethods):
         dp_rank: int | Unchanged = UNCHANGED,
         dp_world_size: int | Unchanged = UNCHANGED,
         runner: str | Unchanged = UNCHANGED,
-        flush_every_k_chunks: int | Unchanged = UNCHANGED,
+        flush_every_k_chunks: int | Literal["auto"] | Unchanged = UNCHANGED,
         queue_depth: int | Unchanged = UNCHANGED,
         timeout_s: float | Unchanged | None = UNCHANGED,
         max_inflight_bytes: int | Unchanged | None = UNCHANGED,
@@ -408,7 +431,7 @@ class Pipeline(metaclass=OperatorMethods):
             "source": self.source.describe(),
             "operators": [step.describe() for step in self.operators],
             "lanes": self._opts.lanes,
-            "flush_every_k_chunks": self._opts.flush_every_k_chunks,
+            **self._describe_window(),
             **({"lane_assignment": d} if (d := self._opts.layout().describe()) is not None else {}),
         }
 
@@ -435,11 +458,12 @@ class Pipeline(metaclass=OperatorMethods):
         ``"optional"`` a pipeline without a tokenizer simply gets None.
         """
         tokens = self.source.mixing_unit == "tokens"
-        use = "required" if tokens else getattr(self.source, "token_estimates_use", None)
+        sized = self.source.token_estimates_use if isinstance(self.source, TokenSized) else None
+        use = "required" if tokens else sized
         if use is None:
             return None
         if self._token_estimates is None:
-            given = getattr(self.source, "tokens_per_sample", None)
+            given = self.source.tokens_per_sample if isinstance(self.source, TokenEstimated) else None
             names = [d.name for d in self.source.datasets]
             if given is not None:
                 self._token_estimates = check_token_estimates(given, names)
@@ -462,40 +486,67 @@ class Pipeline(metaclass=OperatorMethods):
                     )
         return dict(self._token_estimates)
 
+    def _window_setting(self) -> int | str:
+        """``flush_every_k_chunks`` as set (or as adopted from a release-0.1 checkpoint)."""
+        return self._legacy_window if self._legacy_window is not None else self._opts.flush_every_k_chunks
+
+    def _describe_window(self) -> dict[str, Any]:
+        """Definition entries for the window: the setting, and for ``"auto"`` the tokens it holds."""
+        setting = self._window_setting()
+        if setting != "auto":
+            return {"flush_every_k_chunks": setting}
+        return {"flush_every_k_chunks": "auto", "window_tokens": getattr(self.source, "window_tokens", None)}
+
+    @property
+    def flush_every(self) -> int:
+        """Chunks per window, resolved (``flush_every_k_chunks="auto"`` sized from the token estimates:
+        see :mod:`zephon_core.work.chunking`). Calibrates the pipeline if it was not yet."""
+        self._active_source()
+        return self._window_chunks
+
+    def _resolve_window(self, configured: WorkSource) -> int:
+        """``flush_every_k_chunks`` for ``configured`` (a source bound to its token estimates)."""
+        setting = self._window_setting()
+        if isinstance(setting, int):
+            return setting
+        return configured.flush_every_for_window() if isinstance(configured, ChunkSizing) else DEFAULT_FLUSH_EVERY
+
     def _active_source(self) -> WorkSource:
-        lanes, k = self._opts.lanes, self._opts.flush_every_k_chunks
-        active = self._active
-        if active is None or (getattr(active, "num_lanes", lanes), getattr(active, "flush_every", k)) != (lanes, k):
-            active = self._active = self._configure(self.source, self.calibrate())
-        return active
+        key = (self._opts.lanes, self._window_setting())
+        if self._active is None or self._active_key != key:
+            self._active = self._configure(self.source, self.calibrate())
+            self._active_key = key
+        return self._active
 
     def _configure(self, source: WorkSource, estimates: dict[str, float] | None) -> WorkSource:
         """``source`` as this pipeline runs it: with the frozen token estimates when it uses them, and
         bound to the pipeline's lanes (``with_lanes``) and window (``with_window``) when it asks for
         them. Lanes and window are in the fingerprint already."""
-        if estimates is not None and (source.mixing_unit == "tokens" or getattr(source, "token_estimates_use", None)):
+        sized = isinstance(source, TokenSized) and source.token_estimates_use is not None
+        if estimates is not None and (source.mixing_unit == "tokens" or sized):
             source = source.with_token_estimates(estimates)
-        lanes = getattr(source, "with_lanes", None)
-        if callable(lanes):
+        if isinstance(source, LaneBound):
             if self._opts.lane_assignment != "modulo":
                 raise ConfigError(
                     f"option lane_assignment={self._opts.lane_assignment!r}: {type(source).__name__} draws each "
                     "lane's data from the lane's own stream, so there is no chunk order to deal out; use it "
                     "with StaticMixtureWorkSource"
                 )
-            source = lanes(self._opts.lanes)
-        window = getattr(source, "with_window", None)
-        if callable(window):
-            source = window(self._opts.flush_every_k_chunks)
+            source = source.with_lanes(self._opts.lanes)
+        self._window_chunks = self._resolve_window(source)
+        if isinstance(source, Windowed):
+            source = source.with_window(self._window_chunks)
         return source
 
     def _feed_source(self, source: WorkSource, layout: LaneLayout) -> WorkSource:
         """What the feeder reads: ``source`` with reader prefetch, paced by the update lead if steerable."""
         fed = with_lookahead(source, layout.num_lanes)  # readers prefetch what the next chunks read
-        lead = getattr(source, "update_lead_windows", None)
-        k = self._opts.flush_every_k_chunks
-        if callable(getattr(source, "update_mixture", None)) and isinstance(lead, int) and k:
-            fed = LeadGate(fed, layout, k, lead, self._resume_window, self._stopping)
+        lead = source.update_lead_windows if isinstance(source, Steerable) else None
+        k = self._window_chunks
+        if isinstance(lead, int) and k:
+            fed = LeadGate(
+                fed, layout, k, lead, weakly(self._resume_window, lambda lane: 0), weakly(self._stopping, lambda: True)
+            )
         return fed
 
     def _resume_window(self, lane: int) -> int:
@@ -534,6 +585,10 @@ class Pipeline(metaclass=OperatorMethods):
         more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
         return (", ".join(shown) + more) if shown else "(none)"
 
+    def _crosses_processes(self, runner: str) -> bool:
+        """Whether this pipeline's runner ``runner`` runs its workers in other processes (fusion, collation, diagnose)."""
+        return runner_crosses_processes(runner, self.plugins)
+
     def _start(self) -> Engine:
         batch = self._validate()
         layout = self._opts.layout()
@@ -549,8 +604,8 @@ class Pipeline(metaclass=OperatorMethods):
         plans = [StagePlan(self._fetch, self._fetch.runner or runner, self._fetch.parallelism, fetch_timeout)]
         plans += [StagePlan(op, op.runner or runner, op.parallelism, op.timeout_s or default_timeout) for op in self._ops]
         if self._opts.fuse:
-            plans = fuse(plans, StagePlan)
-        batch_runner = batch.runner or batch.default_runner(runner)
+            plans = fuse(plans, StagePlan, self._crosses_processes)
+        batch_runner = batch.runner or batch.default_runner(runner, self._crosses_processes)
         batch_plan = StagePlan(batch, batch_runner, batch.parallelism, batch.timeout_s or default_timeout)
         view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
         starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
@@ -561,10 +616,10 @@ class Pipeline(metaclass=OperatorMethods):
             batch,
             batch_plan,
             layout,
-            self._opts.flush_every_k_chunks,
+            self._window_chunks,
             starts,
-            self._executor,
-            self.describe_samples,
+            weakly(self._executor, _dropped),
+            weakly(self.describe_samples, lambda lineage: "(unknown: the pipeline was dropped)"),
             view,
             queue_depth=self._opts.queue_depth,
             max_inflight_bytes=self._opts.max_inflight_bytes,
@@ -603,24 +658,31 @@ class Pipeline(metaclass=OperatorMethods):
             raise ZephonError("the pipeline was closed; build a new Pipeline to iterate again")
         if self._engine is None:
             engine = self._start()
+            started(self)
             self._discard(self._pending_skip)
-            return engine if self._delivered is None else self._delivered
+            return PipelineIterator(self, engine if self._delivered is None else self._delivered)
         if self._engine.finished:
             raise ZephonError(
                 "the pipeline has delivered all its data; build a new Pipeline (and load_state_dict() to resume) "
                 "to iterate again"
             )
-        return self._engine if self._delivered is None else self._delivered
+        return PipelineIterator(self, self._engine if self._delivered is None else self._delivered)
 
     def close(self) -> None:
-        """Stop every thread and worker process of this pipeline; iterating it afterwards is an error."""
+        """Stop every thread and worker process of this pipeline; iterating it afterwards is an error.
+
+        A pipeline that is dropped (with every iterator of it), or still running at interpreter exit,
+        is closed too (:mod:`zephon_core.runtime.lifecycle`); the ``with`` block says when.
+        """
         self._closed = True
+        stopped(self)
         if self._engine is not None:
             self._engine.close()
         if self._reporter is not None:
             self._reporter.close()
         if self._manifest is not None:
             self._manifest.close()
+        stop_prefetch(self._active or self.source)
 
     def __enter__(self) -> Pipeline:
         return self
@@ -682,6 +744,54 @@ class Pipeline(metaclass=OperatorMethods):
         if self._engine is not None:
             raise CheckpointError("load_state_dict must be called before iterating the pipeline")
         state = ckpt.validate(state)
+        undo = self._adopt_release_0_1_sizing(state)
+        try:
+            self._load_validated(state)
+        except BaseException:
+            undo()
+            raise
+
+    def _adopt_release_0_1_sizing(self, state: Mapping[str, Any]) -> Callable[[], None]:
+        """Size chunks and windows as release 0.1 did when the checkpoint is of such a run and this
+        pipeline leaves those settings at their defaults (which release 0.1 resolved differently).
+
+        Only adopted when it makes the fingerprints equal, so a pipeline that differs in anything
+        else is still refused with its differences. Returns what undoes it.
+        """
+        definition = state["definition"]
+        if state["fingerprint"] == ckpt.fingerprint(self.definition()) or not isinstance(definition, Mapping):
+            return lambda: None
+        saved = (self.source, self._legacy_window, self._active, self._active_key)
+
+        def undo() -> None:
+            self.source, self._legacy_window, self._active, self._active_key = saved
+
+        old_source = definition.get("source")
+        changed = False
+        if (
+            isinstance(self.source, ChunkSizing)
+            and self.source.chunk_setting is None
+            and isinstance(old_source, Mapping)
+            and old_source.get("chunk_size") == LEGACY_DEFAULT
+        ):
+            legacy = copy.copy(self.source)  # the caller's source is left as it was
+            legacy.use_release_0_1_default()
+            self.source = legacy
+            changed = True
+        if (
+            self._opts.flush_every_k_chunks == "auto"
+            and definition.get("flush_every_k_chunks") == DEFAULT_FLUSH_EVERY
+            and "window_tokens" not in definition
+        ):
+            self._legacy_window = DEFAULT_FLUSH_EVERY
+            changed = True
+        if not changed or state["fingerprint"] != ckpt.fingerprint(self.definition()):
+            undo()
+            return lambda: None
+        self._active = None
+        return undo
+
+    def _load_validated(self, state: Mapping[str, Any]) -> None:
         definition = self.definition()
         if state["fingerprint"] != ckpt.fingerprint(definition):
             diffs = ckpt.diff_definitions(state["definition"], definition) or ["(definitions differ)"]
@@ -730,7 +840,7 @@ class Pipeline(metaclass=OperatorMethods):
             source = self.source.with_token_estimates(estimates)
         if restored is not None:
             source = restored
-        k = self._opts.flush_every_k_chunks
+        k = self._resolve_window(source)
         for lane in layout.owned:
             s = starts[lane]
             if s.window == 0 and s.skip == 0:
@@ -797,7 +907,7 @@ class Pipeline(metaclass=OperatorMethods):
         """Which step limits throughput, the evidence, and what to change (``str()`` is the sentence)."""
         if self._engine is None:
             raise ZephonError("diagnose() needs a running pipeline: iterate it first")
-        return diagnose(self.metrics(window_s)["window"])
+        return diagnose(self.metrics(window_s)["window"], self._crosses_processes)
 
     def _validate_steps(self, source: WorkSource) -> None:
         """``options(validate=...)``: probe the user-defined steps on the first records (see :mod:`zephon_core.validation`)."""
@@ -830,12 +940,13 @@ class Pipeline(metaclass=OperatorMethods):
         """Run facts: records left over in partial microbatches per lane when the data ended, and which
         dataset ran out at which draw in this rank's lanes (sources with an ``exhaustion_report``)."""
         eng = self._engine
-        report = getattr(self._active or self.source, "exhaustion_report", None)
+        source = self._active or self.source
+        report = source.exhaustion_report if isinstance(source, ReportsExhaustion) else None
         return {
             "leftover_records": dict(eng.leftover) if eng else {},
             "finished": bool(eng and eng.finished),
             "chunks_fed": eng.chunks_fed() if eng else 0,
-            "exhausted": [str(e) for e in report(self._opts.layout().owned)] if callable(report) else [],
+            "exhausted": [str(e) for e in report(self._opts.layout().owned)] if report is not None else [],
             "skipped_records": self._skipped_records(),
             "validation": dict(self._validation),
         }
@@ -864,19 +975,17 @@ class Pipeline(metaclass=OperatorMethods):
         (``flush_every_k_chunks > 0``).
         """
         source = self._active_source()
-        update = getattr(source, "update_mixture", None)
-        if not callable(update):
+        if not isinstance(source, Steerable):
             raise ConfigError(
                 f"{type(source).__name__} has a fixed mixture; use ScheduledMixtureWorkSource to change the mixture "
                 "during a run (update_mixture)"
             )
-        k = self._opts.flush_every_k_chunks
+        k = self._window_chunks
         if not k:
             raise ConfigError("update_mixture needs windows (flush_every_k_chunks > 0): updates take effect at windows")
         step = self._round_step("update_mixture")
         windows = {lane: self._resume_window(lane) for lane in self._opts.layout().owned}
-        lead = int(getattr(source, "update_lead_windows", 1))
-        update(weights, effects=effect_chunks(windows, lead, k), step=step)
+        source.update_mixture(weights, effects=effect_chunks(windows, int(source.update_lead_windows), k), step=step)
 
     # -- deterministic skips ------------------------------------------------------------------------
     def skip_global_steps(self, n: int) -> None:
@@ -943,13 +1052,12 @@ class Pipeline(metaclass=OperatorMethods):
     # -- lane-scoped source state ---------------------------------------------------------------------
     def _with_lane_source(self, lane: int, entry: dict[str, Any]) -> dict[str, Any]:
         """A lane's checkpoint entry plus the source's part for that lane (merged by lane across ranks)."""
-        lane_state = getattr(self._active or self.source, "lane_state_dict", None)
-        return dict(entry, source=lane_state(lane)) if callable(lane_state) else entry
+        source = self._active or self.source
+        return dict(entry, source=source.lane_state_dict(lane)) if isinstance(source, LaneStateful) else entry
 
     def _load_lane_sources(self, source: WorkSource, state: Mapping[str, Any]) -> None:
-        load = getattr(source, "load_lane_state_dicts", None)
-        if callable(load):
-            load({int(k): v.get("source") or {} for k, v in state["lanes"].items()})
+        if isinstance(source, LaneStateful):
+            source.load_lane_state_dicts({int(k): v.get("source") or {} for k, v in state["lanes"].items()})
 
     def _restored_source(self, state: Mapping[str, Any], estimates: dict[str, float] | None) -> WorkSource | None:
         """A configured copy of the source as the checkpoint leaves it (validating its state on the copy), or

@@ -21,7 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from zephon_core.work.contract import SourceInfo
@@ -93,6 +93,40 @@ class Accumulator(ABC):
     def state(self) -> Any:
         """The accumulator's state as plain data, for the JSON-round-trip conformance check."""
         return None
+
+
+@runtime_checkable
+class PassesThrough(Protocol):
+    """An accumulator capability: it holds nothing and hands each run of records on as one task.
+
+    An accumulator that says ``passes_through = True`` promises that ``push(records)`` returns
+    exactly ``[Work(task, records.keys, records.lineage, records.dropped)]`` with ``task`` being
+    ``records.payloads`` (or ``(records.payloads, records.keys)`` when :attr:`with_keys`), only the
+    tombstones (``[records]``) for a run with no payloads, and that ``flush()`` returns nothing.
+
+    When the kernel uses it: on a runner that crosses processes
+    (:class:`~zephon_core.runtime.runners.CrossesProcesses`), a step of fanout one whose accumulator
+    passes through is fused into the previous step's task (:mod:`zephon_core.runtime.fusion`): its
+    accumulator is then not called at all, and its worker gets what the promise above says. The
+    kernel's :class:`~zephon_core.ops.mapping.PassThrough` declares it; a third-party accumulator
+    that keeps the promise may declare it too, and a subclass that changes ``push`` must set
+    ``passes_through = False``.
+    """
+
+    @property
+    def passes_through(self) -> bool:
+        """True when the promise above holds (False opts a subclass out)."""
+        ...
+
+    @property
+    def with_keys(self) -> bool:
+        """Whether the task is ``(payloads, keys)`` rather than ``payloads``."""
+        ...
+
+
+def passes_through(acc: object) -> bool:
+    """Whether accumulator ``acc`` declares the :class:`PassesThrough` capability (and says True)."""
+    return isinstance(acc, PassesThrough) and acc.passes_through is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +211,58 @@ class Operator(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, parallelism={self.parallelism})"
+
+
+@runtime_checkable
+class LocatedFailure(Protocol):
+    """A worker failure that says which slot of its work item failed (``index``, or None).
+
+    When the kernel uses it: a stage that gets such a failure names only that slot's samples in the
+    error instead of the whole work item's. :class:`ItemFailure` is one, and so are the failures the
+    processes and Ray runners carry back from their workers.
+    """
+
+    index: int | None
+
+
+@runtime_checkable
+class FusedFailure(Protocol):
+    """A failure raised inside a fused task, marked with the fused step that raised it.
+
+    When the kernel uses it: a fused stage (:mod:`zephon_core.runtime.fusion`) names the step that
+    failed, not the fused group; a runner that carries failures back from another process copies
+    ``fused_step`` (see :func:`fused_step_of`) so the step is still named there. Set it with
+    :func:`mark_fused_failure`, never by hand.
+    """
+
+    fused_step: int | None
+
+
+def mark_fused_failure(exc: BaseException, step: int, index: int | None = None) -> None:
+    """Mark ``exc`` with the fused ``step`` that raised it and, for an item failure, the task's slot.
+
+    The exception is the user's own (re-raised unchanged otherwise), so the marks are attributes set
+    on it; one whose type refuses new attributes is reported under the fused stage's name.
+    """
+    marked = cast(FusedFailure, exc)
+    try:
+        marked.fused_step = step
+        if index is not None:
+            cast(LocatedFailure, exc).index = index
+    except AttributeError:
+        pass
+
+
+def fused_step_of(exc: BaseException) -> int | None:
+    """The fused step ``exc`` was marked with (:func:`mark_fused_failure`), or None."""
+    step = exc.fused_step if isinstance(exc, FusedFailure) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def failed_slot(exc: BaseException) -> int | None:
+    """The slot of the work item a :class:`LocatedFailure` names, or None."""
+    index = exc.index if isinstance(exc, LocatedFailure) else None
+    return index if isinstance(index, int) and not isinstance(index, bool) else None
 
 
 class ItemFailure(Exception):

@@ -79,12 +79,16 @@ def sample_rng(base: int, key: int) -> np.random.Generator:
 class PassThrough(Accumulator):
     """Hands each incoming run of records to the workers as one task (work on groups, not records).
 
-    Stateless: on the processes runner the kernel may run this step's worker in the previous step's
-    task (:mod:`zephon_core.runtime.fusion`), which is why operators built on it must not subclass it.
+    Stateless, and says so (:class:`~zephon_core.ops.contract.PassesThrough`): on a runner that
+    crosses processes the kernel may run this step's worker in the previous step's task
+    (:mod:`zephon_core.runtime.fusion`). A subclass that changes :meth:`push` must set
+    ``passes_through = False``.
 
     With ``with_keys`` the task is ``(payloads, keys)``: a function that takes ``rng`` needs each
     record's key on the worker to seed its generator.
     """
+
+    passes_through = True
 
     def __init__(self, with_keys: bool = False) -> None:
         self.with_keys = with_keys

@@ -16,6 +16,7 @@ from typing import Any
 
 from zephon_core.runtime.diagnose import diagnose
 from zephon_core.runtime.metrics import windowed
+from zephon_core.runtime.runners import Resizable
 from zephon_core.runtime.stage import Stage
 
 GAIN = 1.05
@@ -32,7 +33,7 @@ class AutoTuner:
         budget: int,
         interval_s: float = 1.0,
     ) -> None:
-        self.stages = {st.name: st for st in stages if callable(getattr(st.executor, "resize", None))}
+        self.stages = {st.name: st for st in stages if isinstance(st.executor, Resizable)}
         self.snapshot = snapshot
         self.budget = budget
         self.interval_s = interval_s
@@ -56,10 +57,9 @@ class AutoTuner:
 
     def _set(self, st: Stage, parallelism: int) -> None:
         ex = st.executor
-        resize = getattr(ex, "resize", None)
-        if resize is None:
+        if not isinstance(ex, Resizable):
             return
-        resize(parallelism)
+        ex.resize(parallelism)
         st.metrics.parallelism = parallelism
         st.pending.maxsize = max(2, 2 * parallelism)  # the reorder window grows with the workers
 

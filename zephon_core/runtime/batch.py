@@ -27,7 +27,7 @@ from zephon_core.ops.mapping import sample_rng
 from zephon_core.runtime.context import Context
 from zephon_core.runtime.messages import Message
 from zephon_core.runtime.replay import LaneStart, ReplayCursor, ResumePoint
-from zephon_core.runtime.runners import Executor
+from zephon_core.runtime.runners import Executor, runner_crosses_processes
 from zephon_core.runtime.stage import Pending, Stage, StageAccumulator
 from zephon_core.runtime.types import SampleBatch
 
@@ -249,13 +249,16 @@ class BatchSpec:
     def describe(self) -> dict[str, Any]:
         return {"kind": "batch", "name": "batch", "config": self.config()}
 
-    def default_runner(self, pipeline_runner: str) -> str:
+    def default_runner(
+        self, pipeline_runner: str, crosses_processes: Callable[[str], bool] = runner_crosses_processes
+    ) -> str:
         """Where collation runs when ``batch(runner=...)`` is not given: the pipeline's runner, except
         that the default collation (numpy stacking, which releases the GIL) with no ``map_batch`` stays
-        on threads in the training process when the pipeline runs on processes. Sending a microbatch's
-        rows to another process and the stacked batch back costs two copies more than stacking them
-        here, and the batch has to end up here anyway."""
-        if pipeline_runner == "processes" and self.collate is default_collate and not self.maps:
+        on threads in the training process when the pipeline's runner crosses processes (processes,
+        Ray: :class:`~zephon_core.runtime.runners.CrossesProcesses`, asked through
+        ``crosses_processes(name)``). Sending a microbatch's rows to another process and the stacked
+        batch back costs two copies more than stacking them here, and the batch has to end up here anyway."""
+        if self.collate is default_collate and not self.maps and crosses_processes(pipeline_runner):
             return "threads"
         return pipeline_runner
 

@@ -8,8 +8,11 @@ loop itself is the bottleneck: the consumer hardly ever waits for a batch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from zephon_core.runtime.runners import runner_crosses_processes
 
 CONSUMER_BOUND = 0.10
 """Below this fraction of time waiting for batches, the training loop (not the pipeline) is the limit."""
@@ -38,21 +41,26 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def _raise_workers(s: dict[str, Any]) -> str:
+def _raise_workers(s: dict[str, Any], crosses_processes: Callable[[str], bool]) -> str:
     """What to change for a stage whose workers are the limit, given the runner it is already on."""
     runner, n = s.get("runner", ""), s.get("parallelism", 1)
     now = f" (now {n} on {runner})" if runner else ""
     if s["name"] == "fetch":
         return f"read with more threads: fetch(parallelism=...){now}"
-    if runner == "processes":
+    if runner and crosses_processes(runner):  # processes, Ray: the GIL is not the limit there
         return f"raise its parallelism{now}; if that does not help, the machine's cores are the limit"
     if runner == "inline":
         return "run it on the threads or processes runner with parallelism > 1 (inline runs one task at a time)"
     return f"raise its parallelism{now}, or use the processes runner if it holds the GIL"
 
 
-def diagnose(window: dict[str, Any]) -> Diagnosis:
-    """Find the limiting stage from windowed metrics (``zephon_core.runtime.metrics.windowed``)."""
+def diagnose(window: dict[str, Any], crosses_processes: Callable[[str], bool] = runner_crosses_processes) -> Diagnosis:
+    """Find the limiting stage from windowed metrics (``zephon_core.runtime.metrics.windowed``).
+
+    ``crosses_processes(name)`` says whether a runner runs its workers in other processes
+    (:class:`~zephon_core.runtime.runners.CrossesProcesses`; default: the default plugin manager's
+    runners): the advice for a busy step on such a runner is more workers, not another runner.
+    """
     stages = window["stages"]
     consumer_wait = window["consumer"]["wait"]
     if consumer_wait < CONSUMER_BOUND:
@@ -86,7 +94,7 @@ def diagnose(window: dict[str, Any]) -> Diagnosis:
     starving = f"the next stage starves {_pct(evidence['next_stage_input_wait'])} of the time"
     if s["worker_busy"] >= s["accumulator_busy"]:
         reason = f"workers busy {_pct(s['worker_busy'])}, its input waits {_pct(s['input_wait'])}, {starving}"
-        suggestion = _raise_workers(s)
+        suggestion = _raise_workers(s, crosses_processes)
     else:
         reason = f"its serial accumulator is busy {_pct(s['accumulator_busy'])}, {starving}"
         suggestion = "move work from the accumulator into the worker function (the accumulator cannot run in parallel)"

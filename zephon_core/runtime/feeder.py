@@ -22,7 +22,7 @@ from zephon_core.errors import ConfigError
 from zephon_core.runtime.context import Context, Stopped
 from zephon_core.runtime.messages import STOP_MESSAGE, Kind, Message
 from zephon_core.runtime.replay import LaneStart
-from zephon_core.work.contract import Chunk, WorkSource
+from zephon_core.work.contract import Chunk, Paced, WorkSource
 from zephon_core.work.ids import CHUNK_BITS
 from zephon_core.work.lanes import LaneLayout
 
@@ -68,11 +68,16 @@ class Feeder:
 
     def _feedable(self, active: list[int], parts: Mapping[int, object]) -> list[int]:
         """The lanes whose next chunk may be computed now: all, unless the source paces the feeder
-        (``may_compute``, see :mod:`zephon_core.work.steering`); a chunk being sent in parts is computed."""
-        may = getattr(self.source, "may_compute", None)
-        if may is None:
+        (:class:`~zephon_core.work.contract.Paced`, see :mod:`zephon_core.work.steering`); a chunk being
+        sent in parts is computed."""
+        source = self.source
+        if not isinstance(source, Paced):
             return active
-        return [lane for lane in active if lane in parts or may(self.layout.chunk(lane, self.next_local[lane]))]
+        return [
+            lane
+            for lane in active
+            if lane in parts or source.may_compute(self.layout.chunk(lane, self.next_local[lane]))
+        ]
 
     def run(self) -> None:
         """Thread body: feed every lane to its end, then ``STOP``; a failure stops the pipeline."""

@@ -17,7 +17,7 @@ import numpy as np
 from zephon_core.errors import ConfigError, ReaderError, ZephonError
 from zephon_core.ops.contract import Emitted, Payload, Traits, Work, check_timeout
 from zephon_core.work.ids import DATASET_SHIFT, record_key
-from zephon_core.work.readers import Reader
+from zephon_core.work.readers import Reader, SkippingReader
 from zephon_core.work.source import Chunk
 
 
@@ -38,7 +38,7 @@ class FetchAccumulator:
 class FetchWorker:
     """Reads a chunk's samples, one reader call per (dataset, shard) group.
 
-    A reader with ``read_or_skip`` (every :class:`~zephon_core.storage.StorageReader`) is read
+    A :class:`~zephon_core.work.readers.SkippingReader` (every :class:`~zephon_core.storage.StorageReader`) is read
     through it, so with its ``on_error="skip"`` a record that does not decode comes back as
     ``None``: a tombstone in the fetch stage's output, the only kind this stage makes, so the
     records a run skipped are the fetch stage's dropped lineage (the dataset is in each sample id).
@@ -56,7 +56,7 @@ class FetchWorker:
         for pos in np.split(order, bounds):
             d, s = int(ds[pos[0]]), int(shard[pos[0]])
             reader = self.readers[d]
-            read = getattr(reader, "read_or_skip", reader.read)
+            read = reader.read_or_skip if isinstance(reader, SkippingReader) else reader.read
             try:
                 rows = read(s, index[pos])
             except ZephonError as exc:

@@ -1,11 +1,13 @@
-"""Stage fusion: consecutive per-record steps on the processes runner share one pool and one task.
+"""Stage fusion: consecutive per-record steps on a runner that crosses processes share one pool and one task.
 
-Why. On the processes runner every stage boundary is a round trip between processes: a record read
+Why. On the processes runner (and any runner that declares
+:class:`~zephon_core.runtime.runners.CrossesProcesses`, e.g. Ray) every stage boundary is a round trip between processes: a record read
 by a fetch worker is copied into a segment for the training process, copied again into a segment for
 a map worker, and copied back. For image-sized records those copies, and the training process's
 time spent moving them, cost more than the work (``benchmarks/bench_transport.py``). A map step whose
-accumulator is the kernel's :class:`~zephon_core.ops.mapping.PassThrough` holds no state: it would
-hand the previous stage's output to its worker unchanged, one task per incoming run of records. So
+accumulator passes through (:class:`~zephon_core.ops.contract.PassesThrough`, e.g. the kernel's
+:class:`~zephon_core.ops.mapping.PassThrough`) holds no state: it would hand the previous stage's
+output to its worker unchanged, one task per incoming run of records. So
 the kernel can run that worker right after the previous stage's worker, in the same task, and a
 record crosses between processes once.
 
@@ -17,41 +19,50 @@ only bookkeeping: the fused steps show up in metrics as one stage named ``fetch+
 has none). A step that fails, or cannot be pickled, is still named in the error; a worker process
 that dies is reported under the fused name (which step it was running is not known).
 
-Fusion applies to steps that run on the ``processes`` runner with fanout one and set no
-``timeout_s`` of their own (a hang in such a step must be caught on its own clock, so it keeps its
-own pool): the fetch stage or a pass-through map as the head, followed by pass-through maps
-(``map_transform`` and operators built on it). ``options(fuse=False)`` turns fusion off, e.g. to see each
+Fusion applies to steps that run on the same runner, one that crosses processes, with fanout one
+and set no ``timeout_s`` of their own (a hang in such a step must be caught on its own clock, so it
+keeps its own pool): the fetch stage or a pass-through step as the head, followed by pass-through
+steps (``map_transform``, operators built on it, and any operator whose accumulator declares
+:class:`~zephon_core.ops.contract.PassesThrough`). ``options(fuse=False)`` turns fusion off, e.g. to see each
 step's own metrics.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zephon_core.ops.contract import Emitted, Records, Traits, Work, WorkerFn
-from zephon_core.ops.mapping import PassThrough
+from zephon_core.ops.contract import (
+    Emitted,
+    PassesThrough,
+    Records,
+    Traits,
+    Work,
+    WorkerFn,
+    failed_slot,
+    mark_fused_failure,
+    passes_through,
+)
+from zephon_core.runtime.fetch import FetchStage
+from zephon_core.runtime.runners import runner_crosses_processes
 
-FUSED_RUNNERS = ("processes",)
-"""Runners whose stage boundaries cost a copy between processes, where fusion pays."""
 
-
-def _pass_through(spec: Any) -> PassThrough | None:
-    """The step's accumulator if it is the kernel's stateless pass-through (fanout one), else None."""
+def _pass_through(spec: Any) -> PassesThrough | None:
+    """The step's accumulator if it declares it passes through (fanout one, with a worker), else None."""
     if spec.traits.fanout != "one" or not spec.traits.has_worker:
         return None
     try:
         acc = spec.new_accumulator(0)
     except Exception:  # an operator that cannot make one before it runs is not a pass-through
         return None
-    return acc if type(acc) is PassThrough else None
+    return acc if passes_through(acc) else None
 
 
 def fusable_head(spec: Any) -> bool:
-    """Whether a step can start a fused group: the fetch stage, or a pass-through map."""
-    return getattr(spec, "kind", None) == "fetch" or _pass_through(spec) is not None
+    """Whether a step can start a fused group: the fetch stage, or a pass-through step."""
+    return isinstance(spec, FetchStage) or _pass_through(spec) is not None
 
 
 class FusedAccumulator:
@@ -73,34 +84,28 @@ class FusedAccumulator:
         return Work((item.task, item.keys if self.keyed else None), item.keys, item.lineage, item.dropped, item.meta)
 
 
-def _tag(exc: BaseException, step: int, index: int | None = None) -> None:
-    """Mark a failure with the fused step that raised it and, for an item failure, the task's slot."""
-    try:
-        exc.__dict__["fused_step"] = step
-        if index is not None:
-            exc.__dict__["index"] = index
-    except AttributeError:  # an exception type without a __dict__: reported under the fused stage's name
-        pass
-
-
 @dataclass(frozen=True, slots=True)
 class FusedWorker:
     """Runs the steps' workers one after the other on one task (fanout one throughout).
 
     Returns ``(payloads, levels)``: a payload or None per slot of the task, and, when a step after the
     head dropped records, the step at which each slot was dropped (-1: kept). A failure is re-raised
-    with ``fused_step`` (which step) and, for an item failure, ``index`` mapped to the task's slot.
+    marked (:func:`~zephon_core.ops.contract.mark_fused_failure`) with the step that raised it and,
+    for an item failure, its ``index`` mapped to the task's slot.
     """
 
     workers: tuple[WorkerFn, ...]
     keyed: tuple[bool, ...]  # per step after the head: its task is (payloads, keys)
     names: tuple[str, ...] = ()
 
-    def unpicklable_step(self) -> str | None:
-        """The first step whose worker cannot be pickled (asked only after pickling this failed)."""
+    def unpicklable_step(self, dumps: Callable[[Any], bytes] = pickle.dumps) -> str | None:
+        """The first step whose worker ``dumps`` cannot pickle (asked only after pickling this failed).
+
+        A runner passes the serializer it ships workers with (Ray: cloudpickle, which takes lambdas).
+        """
         for name, fn in zip(self.names, self.workers):
             try:
-                pickle.dumps(fn)
+                dumps(fn)
             except Exception:
                 return name
         return None
@@ -110,7 +115,7 @@ class FusedWorker:
         try:
             out = list(self.workers[0](inner))
         except BaseException as exc:
-            _tag(exc, 0)
+            mark_fused_failure(exc, 0)
             raise
         levels: list[int] | None = None
         for step, (fn, keyed) in enumerate(zip(self.workers[1:], self.keyed), 1):
@@ -125,8 +130,8 @@ class FusedWorker:
                     got = len(res) if isinstance(res, (list, tuple)) else type(res).__name__
                     raise TypeError(f"worker returned {got} outputs for {len(live)} inputs")
             except BaseException as exc:
-                index = getattr(exc, "index", None)
-                _tag(exc, step, live[index] if isinstance(index, int) and 0 <= index < len(live) else None)
+                index = failed_slot(exc)
+                mark_fused_failure(exc, step, live[index] if index is not None and 0 <= index < len(live) else None)
                 raise
             for i, r in zip(live, res):
                 if r is None:
@@ -152,8 +157,8 @@ class FusedSpec:
     def worker(self) -> FusedWorker:
         return FusedWorker(tuple(p.worker() for p in self.parts), self._keyed, tuple(p.name for p in self.parts))
 
-    def step_name(self, step: Any) -> str | None:
-        """The name of fused step number ``step`` (from a failure's ``fused_step``), if there is one."""
+    def step_name(self, step: int | None) -> str | None:
+        """The name of fused step number ``step`` (from a marked failure), if there is one."""
         return self.parts[step].name if isinstance(step, int) and 0 <= step < len(self.parts) else None
 
     def materialize(self, result: Any, work: Work) -> Records | None:
@@ -173,12 +178,24 @@ class FusedSpec:
         return out
 
 
-def fuse(plans: Sequence[Any], make_plan: Any) -> list[Any]:
-    """Merge runs of fusable plans (same fused runner, fanout one, pass-through after the head).
+def fuse(
+    plans: Sequence[Any], make_plan: Any, crosses_processes: Callable[[str], bool] = runner_crosses_processes
+) -> list[Any]:
+    """Merge runs of fusable plans (same runner crossing processes, fanout one, pass-through after the head).
 
     ``make_plan(spec, runner, parallelism, timeout_s)`` builds the fused group's plan (the engine's
-    ``StagePlan``); plans that do not fuse are returned as they are.
+    ``StagePlan``); plans that do not fuse are returned as they are. ``crosses_processes(name)``
+    says whether the runner registered as ``name`` declares
+    :class:`~zephon_core.runtime.runners.CrossesProcesses` (default: looked up among the default
+    plugin manager's runners; a pipeline passes its own manager's).
     """
+    crossing: dict[str, bool] = {}
+
+    def fuses_on(runner: str) -> bool:
+        if runner not in crossing:
+            crossing[runner] = crosses_processes(runner)
+        return crossing[runner]
+
     out: list[Any] = []
     group: list[Any] = []
 
@@ -193,12 +210,12 @@ def fuse(plans: Sequence[Any], make_plan: Any) -> list[Any]:
         group.clear()
 
     for plan in plans:
-        own_limit = getattr(plan.spec, "timeout_s", None) is not None  # its hang must be caught on its own clock
+        own_limit = plan.spec.timeout_s is not None  # its hang must be caught on its own clock
         if group and plan.runner == group[0].runner and not own_limit and _pass_through(plan.spec) is not None:
             group.append(plan)
             continue
         close()
-        if plan.runner in FUSED_RUNNERS and not own_limit and fusable_head(plan.spec):
+        if not own_limit and fusable_head(plan.spec) and fuses_on(plan.runner):
             group.append(plan)
         else:
             out.append(plan)

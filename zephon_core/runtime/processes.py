@@ -53,7 +53,8 @@ from multiprocessing.connection import wait
 from typing import Any, cast
 
 from zephon_core.errors import ConfigError, WorkerCrashedError
-from zephon_core.ops.contract import ItemFailure, WorkerFn
+from zephon_core.ops.contract import ItemFailure, WorkerFn, fused_step_of
+from zephon_core.runtime.fusion import FusedWorker
 from zephon_core.runtime.shm import Broadcast, Channel, Encoded, FrameTooLarge, encode
 
 _READY = -1
@@ -175,9 +176,8 @@ def _exit_with_parent(sock: socket.socket) -> None:
 
 
 def _failure(tid: int, exc: BaseException) -> tuple[int, bool, tuple[str, str, str, int | None, int | None]]:
-    index = getattr(exc, "index", None) if isinstance(exc, ItemFailure) else None
-    step = getattr(exc, "fused_step", None)
-    return (tid, False, (type(exc).__name__, str(exc), traceback.format_exc(), index, step))
+    index = exc.index if isinstance(exc, ItemFailure) else None
+    return (tid, False, (type(exc).__name__, str(exc), traceback.format_exc(), index, fused_step_of(exc)))
 
 
 def _worker_main(sock: socket.socket, preload: tuple[str, ...], env: dict[str, str] | None) -> None:
@@ -231,8 +231,8 @@ class _ProcessExecutor:
         try:
             fn_msg = encode(fn)
         except Exception as exc:
-            find = getattr(getattr(fn, "__wrapped__", fn), "unpicklable_step", None)  # a fused stage's steps
-            step = find() if find is not None else None
+            inner = getattr(fn, "__wrapped__", fn)  # the worker inside the metrics wrapper
+            step = inner.unpicklable_step() if isinstance(inner, FusedWorker) else None  # a fused stage's steps
             who = f"{step!r} (fused into {label!r})" if step is not None else repr(label)
             raise ConfigError(
                 f"operator {who}: its worker function cannot be pickled for the processes runner "
@@ -614,6 +614,7 @@ class ProcessRunner:
     """One pool of worker processes per operator; CPU-bound Python runs in parallel despite the GIL."""
 
     name = "processes"
+    crosses_processes = True  # runtime.runners.CrossesProcesses: records are copied to the workers and back
 
     def start(self, fn: WorkerFn, parallelism: int, label: str) -> Any:
         return _ProcessExecutor(fn, parallelism, label)

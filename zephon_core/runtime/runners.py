@@ -3,6 +3,12 @@
 A runner only executes; it never orders. Each stage keeps its futures in submission order and
 releases results from the head, so a runner may finish tasks in any order without changing output.
 That is why switching runners is a pure performance choice.
+
+Besides the two protocols every runner and executor implements, a runner or executor may declare
+optional capabilities, each a small protocol the kernel checks with ``isinstance``:
+:class:`CrossesProcesses` (a runner whose workers live in other processes: consecutive stateless
+steps are fused there) and :class:`Resizable` (an executor whose pool the autotuner may grow or
+shrink).
 """
 
 from __future__ import annotations
@@ -10,9 +16,12 @@ from __future__ import annotations
 import queue
 import threading
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from zephon_core.ops.contract import WorkerFn
+
+if TYPE_CHECKING:
+    from zephon_core.plugins import ZephonPluginManager
 
 
 class Executor(Protocol):
@@ -28,11 +37,72 @@ class Executor(Protocol):
 
 
 class Runner(Protocol):
-    """Creates executors. Registered by name through the ``zephon_register_runners`` hook."""
+    """Creates executors. Registered by name through the ``zephon_register_runners`` hook.
+
+    A runner whose workers live in other processes also declares :class:`CrossesProcesses`; the
+    executors it starts may declare :class:`Resizable`.
+    """
 
     name: str
 
     def start(self, fn: WorkerFn, parallelism: int, label: str) -> Executor: ...
+
+
+@runtime_checkable
+class Resizable(Protocol):
+    """An executor capability: its pool can change size while it runs.
+
+    When the kernel uses it: with ``options(autotune=True)`` the autotuner grows the pool of the
+    stage that limits throughput and shrinks idle ones, within the CPU budget; an executor without
+    it keeps the parallelism it was started with. Resizing must never change any output (stages
+    reorder results anyway).
+    """
+
+    def resize(self, parallelism: int) -> None:
+        """Run ``parallelism`` workers from now on (a shrinking pool may finish current tasks first)."""
+        ...
+
+
+@runtime_checkable
+class CrossesProcesses(Protocol):
+    """A runner capability: whether its workers run outside the training process.
+
+    When the kernel uses it: on such a runner every stage boundary costs copying the records to
+    another process and back, so the pipeline fuses a run of stateless steps into one task
+    (:mod:`zephon_core.runtime.fusion`; the fused task and its result must pickle), the default
+    collation stays on threads in the training process
+    (:meth:`~zephon_core.runtime.batch.BatchSpec.default_runner`), and ``diagnose()`` does not
+    suggest moving a busy step to the processes runner. The processes and Ray runners declare
+    ``crosses_processes = True``; a runner that does not declare it is taken to run in-process.
+    """
+
+    @property
+    def crosses_processes(self) -> bool:
+        """True when workers run in other processes (or on other machines)."""
+        ...
+
+
+def crosses_processes(runner: object) -> bool:
+    """Whether ``runner`` (a :class:`Runner`) declares :class:`CrossesProcesses` and says True."""
+    return isinstance(runner, CrossesProcesses) and runner.crosses_processes is True
+
+
+def runner_crosses_processes(name: str, plugins: ZephonPluginManager | None = None) -> bool:
+    """Whether the runner registered as ``name`` crosses processes (:class:`CrossesProcesses`).
+
+    Looked up in ``plugins`` (default: :func:`~zephon_core.plugins.default_plugin_manager`). The
+    runner is instantiated as the pipeline would (runners are cheap to make: they start nothing
+    until ``start``); an unknown name or a runner that cannot be made is taken not to cross
+    processes here, and the pipeline reports that problem when it starts the stage.
+    """
+    from zephon_core.plugins import default_plugin_manager
+
+    pm = plugins if plugins is not None else default_plugin_manager()
+    try:
+        runner = pm.registry.get("runner", name).load()()
+    except Exception:
+        return False
+    return crosses_processes(runner)
 
 
 class _InlineExecutor:

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from zephon_core.errors import OperatorError, OperatorTimeoutError, ZephonError
 from zephon_core.hashing import mix64
-from zephon_core.ops.contract import Emitted, Lineage, Records, Traits, Work, WorkerFn
+from zephon_core.ops.contract import Emitted, Lineage, Records, Traits, Work, WorkerFn, failed_slot, fused_step_of
 from zephon_core.runtime.context import Context, Stopped
 from zephon_core.runtime.messages import Kind, Message
 from zephon_core.runtime.metrics import StageMetrics, Timed
@@ -50,6 +50,34 @@ class StageSpec(Protocol):
     def new_accumulator(self, lane: int) -> Any: ...
 
     def worker(self) -> WorkerFn | None: ...
+
+
+@runtime_checkable
+class Materializes(Protocol):
+    """A stage-spec capability: it turns its workers' results into records itself.
+
+    When the kernel uses it: the stage calls :meth:`materialize` with each worker result instead of
+    the fanout-driven :func:`materialize` (a fused stage rebuilds its steps' tombstones in step order).
+    A ``TypeError`` from it is reported as a malformed worker result of the stage.
+    """
+
+    def materialize(self, result: Any, work: Work) -> Records | None:
+        """The records (or None: nothing to forward) of one worker result for ``work``."""
+        ...
+
+
+@runtime_checkable
+class NamesSteps(Protocol):
+    """A stage-spec capability: the stage runs several steps and can name the one that failed.
+
+    When the kernel uses it: a worker failure marked with a step number
+    (:func:`~zephon_core.ops.contract.fused_step_of`) is reported under :meth:`step_name`'s answer,
+    "fused into" the stage, instead of under the stage's own name.
+    """
+
+    def step_name(self, step: int | None) -> str | None:
+        """The name of step number ``step``, or None when there is no such step."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +140,7 @@ class Stage:
             self.ctx.fail(exc)
 
     def _error(self, what: str, lane: int, lineage: list[Lineage], exc: BaseException) -> OperatorError:
-        index = getattr(exc, "index", None)
+        index = failed_slot(exc)
         if index is not None and 0 <= index < len(lineage):
             lineage = [lineage[index]]  # the worker said which item failed
             cause = str(exc)
@@ -120,8 +148,7 @@ class Stage:
             cause = str(exc) if isinstance(exc, ZephonError) else f"{type(exc).__name__}: {exc}"
         cls = type(exc) if isinstance(exc, OperatorError) else OperatorError
         name = self.name
-        step_name = getattr(self.spec, "step_name", None)
-        step = step_name(getattr(exc, "fused_step", None)) if step_name is not None else None
+        step = self.spec.step_name(fused_step_of(exc)) if isinstance(self.spec, NamesSteps) else None
         if step is not None:  # a fused stage (runtime/fusion.py): name the step that failed
             name, what = step, f"{what}, fused into {self.name!r}"
         err = cls(
@@ -253,9 +280,12 @@ class Stage:
 
     def _convert(self, msg: Message, result: Any, work: Work) -> Any:
         """Turn a worker's result into the next stage's input (``None``: nothing to forward)."""
-        own = getattr(self.spec, "materialize", None)  # a fused stage rebuilds its steps' tombstones
+        spec = self.spec
         try:
-            out = own(result, work) if own is not None else materialize(self.spec.traits.fanout, result, work)
+            if isinstance(spec, Materializes):  # a fused stage rebuilds its steps' tombstones
+                out = spec.materialize(result, work)
+            else:
+                out = materialize(spec.traits.fanout, result, work)
         except TypeError as exc:
             raise self._error("worker", msg.lane, work.lineage, exc) from exc
         if out is not None and len(out.dropped) > len(work.dropped):

@@ -492,6 +492,10 @@ class FileReader(StorageReader):
         files = self.files()
         self.storage.prefetch(files[s].rel for s in shards if self._prefetchable(files[s].rel))
 
+    def stop_prefetch(self) -> None:
+        """Stop the prefetch threads (a later prefetch starts them again)."""
+        self.storage.close()
+
     def close(self) -> None:
         """Close every open file and stop the prefetch threads."""
         with self._lock:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zephon_core.errors import ReaderError, RecordError, ZephonError
-from zephon_core.work.readers import Reader
+from zephon_core.work.readers import Reader, StorageBacked
 
 if TYPE_CHECKING:
     from zephon_core.plugins import ZephonPluginManager
@@ -256,9 +256,8 @@ def _reason(exc: BaseException) -> str:
 
 def _file_of(reader: Reader, shard_id: str) -> str:
     """The shard's file as a user would paste it (its URL), or its id for a reader without storage."""
-    storage = getattr(reader, "storage", None)
     try:
-        return str(storage.url_of(shard_id)) if storage is not None else shard_id
+        return str(reader.storage.url_of(shard_id)) if isinstance(reader, StorageBacked) else shard_id
     except Exception:
         return shard_id
 

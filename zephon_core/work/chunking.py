@@ -1,16 +1,27 @@
-"""Chunks sized in tokens: ``chunk_size="auto"`` makes one window hold at least ``window_tokens`` tokens.
+"""How many samples a chunk holds, and how many chunks a window holds, sized in tokens.
 
 Operators restart at every window (``flush_every_k_chunks`` chunks of a lane), so a packer pads the
-last row of each window. A window of 8 chunks of 256 short documents holds too few tokens: on a
-corpus of 49-token documents that flush costs about 1 percentage point of padding. Sized from the
-frozen tokens-per-sample estimates (the same ones token-aware mixing uses, stored in every
-checkpoint), a chunk holds ``ceil(window_tokens / (K · tokens per sample))`` samples, so the padding
-a flush adds is at most one row per ``window_tokens`` tokens, whatever the documents' length.
+last row of each window: the fewer tokens a window holds, the more a flush costs. Latency, though,
+follows the *chunk*: a lane's first microbatch waits for its first chunk, and large chunks make the
+pipeline work on one lane for a long time while the others wait. So the two are sized apart:
 
-``chunk_size`` is an int, ``"auto"`` (needs estimates: a tokenizer in the pipeline, or
-``tokens_per_sample=``) or None, the default: ``"auto"`` when estimates are available, else
-:data:`DEFAULT_CHUNK_SIZE`. Chunk ``g`` stays a pure function of the configuration: the estimates
-and ``K`` are part of it (the checkpoint holds both).
+* chunks stay small (:data:`DEFAULT_CHUNK_SIZE` samples by default), which keeps the first batch and
+  the gaps between batches short whatever the window;
+* with ``flush_every_k_chunks="auto"`` (the pipeline's default) and token estimates available (a
+  tokenizer in the pipeline, or ``tokens_per_sample=``), a window holds
+  ``ceil(window_tokens / (chunk_size · tokens per sample))`` chunks, so a flush pads at most about one
+  row per ``window_tokens`` tokens, whatever the documents' length. Without estimates it is
+  :data:`DEFAULT_FLUSH_EVERY`.
+
+``chunk_size`` is an int, None (the default, :data:`DEFAULT_CHUNK_SIZE`) or ``"auto"``, which sizes the
+chunk instead (``window_tokens`` per :data:`DEFAULT_FLUSH_EVERY` chunks: large chunks, low padding,
+slow first batch). Chunk ``g`` stays a pure function of the configuration: the estimates, the window and
+``K`` are part of it (the checkpoint holds all three).
+
+Release 0.1 sized the *default* chunk in tokens (what ``"auto"`` does now) and flushed every 8 chunks.
+A checkpoint of such a run says so in its definition (``"chunk_size": "default"``); a pipeline that
+leaves both settings at their defaults adopts that sizing when it loads one
+(:meth:`ChunkSizing.use_release_0_1_default`), so an upgraded run resumes with the same batches.
 """
 
 from __future__ import annotations
@@ -26,15 +37,18 @@ MAX_CHUNK_SIZE = 1 << 16
 """Sample ids pack (dataset, chunk number, offset) into one integer, so offsets need 16 bits."""
 
 DEFAULT_CHUNK_SIZE = 256
-"""Chunk size without token estimates."""
+"""Samples per chunk unless told otherwise: small enough that a lane's first chunk is ready fast."""
 
 DEFAULT_WINDOW_TOKENS = 1 << 22
-"""``"auto"``: tokens one window (``K`` chunks of a lane) holds at least (4Mi). A flush pads about half a
+"""Tokens one window (``K`` chunks of a lane) holds at least when it is sized (4Mi). A flush pads about half a
 row (1,024 tokens of a 2,048-token row): 0.1 percentage points per 1Mi-token window, 0.025 per 4Mi.
 Larger windows cost replay on resume (a resumed lane re-reads up to one window)."""
 
 DEFAULT_FLUSH_EVERY = 8
-"""Chunks per window assumed outside a pipeline (the pipeline's default ``flush_every_k_chunks``)."""
+"""Chunks per window without token estimates (and for ``chunk_size="auto"``, which sizes the chunk)."""
+
+LEGACY_DEFAULT = "default"
+"""How release 0.1 described a default ``chunk_size`` in a definition (sized in tokens when it could be)."""
 
 ChunkSize = int | Literal["auto"] | None
 
@@ -51,6 +65,11 @@ def check_chunk_size(value: Any) -> ChunkSize:
 def auto_chunk_size(window_tokens: int, flush_every: int, tokens_per_sample: float) -> int:
     """Samples per chunk so that ``flush_every`` chunks hold at least ``window_tokens`` tokens."""
     return max(1, min(MAX_CHUNK_SIZE, math.ceil(window_tokens / (flush_every * max(tokens_per_sample, 1e-9)))))
+
+
+def auto_flush_every(window_tokens: int, chunk_size: int, tokens_per_sample: float) -> int:
+    """Chunks per window so that a window of ``chunk_size``-sample chunks holds at least ``window_tokens`` tokens."""
+    return max(1, math.ceil(window_tokens / (chunk_size * max(tokens_per_sample, 1e-9))))
 
 
 def mean_tokens(sample_weights: Sequence[float], tokens_per_sample: Sequence[float]) -> float:
@@ -90,6 +109,8 @@ class ChunkSizing:
         """Samples per chunk, resolved (``"auto"`` from the estimates and the window)."""
         if isinstance(self.chunk_setting, int):
             return self.chunk_setting
+        if self.chunk_setting is None and not self.__dict__.get("_release_0_1_default", False):
+            return DEFAULT_CHUNK_SIZE
         if self.tokens_per_sample is None:
             if self.chunk_setting is None:
                 return DEFAULT_CHUNK_SIZE
@@ -114,10 +135,37 @@ class ChunkSizing:
         clone.flush_every = flush_every_k_chunks
         return clone
 
+    def flush_every_for_window(self) -> int:
+        """``flush_every_k_chunks="auto"`` resolved: enough chunks that a window holds ``window_tokens`` tokens.
+
+        Needs token estimates (else :data:`DEFAULT_FLUSH_EVERY`); with ``chunk_size="auto"`` (or release
+        0.1's default sizing) the chunk is sized instead and the window keeps :data:`DEFAULT_FLUSH_EVERY`.
+        """
+        if self.tokens_per_sample is None or self.chunk_setting == "auto" or self.uses_release_0_1_default:
+            return DEFAULT_FLUSH_EVERY
+        return auto_flush_every(self.window_tokens, self.chunk_size, self._fewest_tokens_per_sample())
+
+    @property
+    def uses_release_0_1_default(self) -> bool:
+        """Whether a default ``chunk_size`` is sized as release 0.1 did (see the module docstring)."""
+        return self.chunk_setting is None and bool(self.__dict__.get("_release_0_1_default", False))
+
+    def use_release_0_1_default(self, on: bool = True) -> None:
+        """Size a default ``chunk_size`` as release 0.1 did (in tokens, for windows of 8 chunks), or stop.
+
+        Called by the pipeline when it loads a checkpoint of such a run; has no effect on an explicit
+        ``chunk_size``.
+        """
+        self.__dict__["_release_0_1_default"] = on
+        self.__dict__.pop("_chunk_cache", None)
+
     def describe_chunking(self) -> dict[str, Any]:
-        """Fingerprint entries: the setting (None as ``"default"``), and the window for sized chunks."""
-        setting = "default" if self.chunk_setting is None else self.chunk_setting
-        out: dict[str, Any] = {"chunk_size": setting}
-        if not isinstance(setting, int):
+        """Fingerprint entries: the resolved setting, and the window for chunks sized in tokens."""
+        if self.chunk_setting is None:
+            if self.uses_release_0_1_default:
+                return {"chunk_size": LEGACY_DEFAULT, "window_tokens": self.window_tokens}
+            return {"chunk_size": DEFAULT_CHUNK_SIZE}
+        out: dict[str, Any] = {"chunk_size": self.chunk_setting}
+        if self.chunk_setting == "auto":
             out["window_tokens"] = self.window_tokens
         return out

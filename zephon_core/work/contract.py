@@ -8,7 +8,11 @@ them directly, so resuming on another world size needs nothing but chunk numbers
 
 Implement :class:`WorkSource` (a protocol: any object with these members works) or subclass
 :class:`BaseWorkSource`, which supplies everything but :meth:`~WorkSource.chunk` and
-:meth:`~WorkSource.describe`. Operators never see the source: what they need about it travels as a
+:meth:`~WorkSource.describe`. A source may also declare optional capabilities, each a small protocol
+below that the pipeline checks with ``isinstance`` (so a member spelled differently is not a
+capability): :class:`TokenSized`, :class:`TokenEstimated`, :class:`LaneBound`, :class:`Windowed`,
+:class:`Steerable`, :class:`PlanVersioned`, :class:`LaneStateful`, :class:`ReportsExhaustion`
+and, on what the feeder reads, :class:`Paced`. Operators never see the source: what they need about it travels as a
 :class:`SourceInfo`, and each record's dataset travels inside its sample ids
 (:func:`zephon_core.work.ids.dataset_of`).
 """
@@ -26,6 +30,7 @@ from zephon_core.work.ids import dataset_of, split_sample_id
 
 if TYPE_CHECKING:
     from zephon_core.work.dataset import Dataset
+    from zephon_core.work.exhaustion import Exhausted
 
 MixingUnit = Literal["samples", "tokens"]
 
@@ -114,6 +119,149 @@ class WorkSource(Protocol):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; must validate fully before changing anything."""
+        ...
+
+
+# -- optional capabilities --------------------------------------------------------------------------
+@runtime_checkable
+class TokenSized(Protocol):
+    """A source that sizes its chunks in tokens, so it wants token estimates even when mixing by samples.
+
+    When the kernel uses it: before the first chunk, ``Pipeline.calibrate()`` freezes tokens-per-sample
+    estimates (the source's own :class:`TokenEstimated` ones, else the first tokenizer's) and passes
+    them through :meth:`~WorkSource.with_token_estimates`. ``"required"`` (e.g.
+    ``chunk_size="auto"``) makes a pipeline without a tokenizer an error; ``"optional"`` calibrates
+    when a tokenizer is there and goes on without estimates otherwise; None asks for nothing.
+    """
+
+    @property
+    def token_estimates_use(self) -> Literal["required", "optional"] | None:
+        """Whether sizing chunks needs token estimates (see the class docstring)."""
+        ...
+
+
+@runtime_checkable
+class TokenEstimated(Protocol):
+    """A source that may carry frozen tokens-per-sample estimates given by the user.
+
+    When the kernel uses it: a source that mixes by tokens (or is :class:`TokenSized`) and has
+    estimates here is calibrated with them instead of asking the operators; None means "measure".
+    """
+
+    @property
+    def tokens_per_sample(self) -> Mapping[str, float] | None:
+        """Tokens per sample of each dataset, by name, or None."""
+        ...
+
+
+@runtime_checkable
+class LaneBound(Protocol):
+    """A source whose chunks depend on the number of lanes (each lane draws from its own stream).
+
+    When the kernel uses it: the pipeline runs ``with_lanes(options lanes)`` instead of the source
+    itself, and makes a new copy when the ``lanes`` option changes. Such a source has no global
+    chunk order to deal out, so it needs ``lane_assignment="modulo"``.
+    """
+
+    def with_lanes(self, num_lanes: int) -> WorkSource:
+        """A copy bound to ``num_lanes`` lanes (the number is in the fingerprint already)."""
+        ...
+
+
+@runtime_checkable
+class Windowed(Protocol):
+    """A source whose chunks depend on the window (``flush_every_k_chunks``), e.g. ``chunk_size="auto"``.
+
+    When the kernel uses it: the pipeline runs ``with_window(k)`` instead of the source itself, ``k``
+    being the window in chunks (``flush_every_k_chunks``, resolved when it is ``"auto"``), and makes
+    a new copy when that option changes.
+    """
+
+    def with_window(self, flush_every_k_chunks: int) -> WorkSource:
+        """A copy bound to windows of ``flush_every_k_chunks`` chunks."""
+        ...
+
+
+@runtime_checkable
+class Steerable(Protocol):
+    """A source whose mixture the training loop may change during the run (``Pipeline.update_mixture``).
+
+    When the kernel uses it: ``Pipeline.update_mixture(weights)`` computes, per lane, the lane-local
+    chunk from which the update applies (the lane's resume window plus :attr:`update_lead_windows`,
+    see :mod:`zephon_core.work.steering`) and passes it on; with windows on, the feeder is then paced
+    so it never computes a chunk at or past that point before the update can arrive. A pipeline
+    over a source without it refuses ``update_mixture``.
+    """
+
+    @property
+    def update_lead_windows(self) -> int:
+        """Windows after a lane's resume window that an update takes effect (>= 1)."""
+        ...
+
+    def update_mixture(self, weights: Mapping[str, float], effects: Mapping[int, int], step: int | None = None) -> None:
+        """From lane-local chunk ``effects[lane]`` on, lane ``lane`` mixes by ``weights``; recorded for checkpoints."""
+        ...
+
+
+@runtime_checkable
+class PlanVersioned(Protocol):
+    """A source whose plan can change during a run, with a counter that moves when it does.
+
+    When the kernel uses it: reader prefetch (:mod:`zephon_core.work.prefetch`) computes a lane's
+    next chunk early; it keeps that chunk only while :attr:`plan_version` is unchanged, so a chunk
+    computed under an older plan is dropped, never handed out.
+    """
+
+    @property
+    def plan_version(self) -> int:
+        """Changes (e.g. grows by one) whenever chunks not yet handed out may change."""
+        ...
+
+
+@runtime_checkable
+class LaneStateful(Protocol):
+    """A source with per-lane state that belongs in each lane's checkpoint entry.
+
+    When the kernel uses it: ``Pipeline.state_dict()`` stores ``lane_state_dict(lane)`` as the
+    ``source`` part of each lane's entry (merged by lane across ranks, so it survives a new world
+    size), and resuming calls ``load_lane_state_dicts`` with every lane's part (``{}`` for a lane
+    that has none) after :meth:`~WorkSource.load_state_dict`.
+    """
+
+    def lane_state_dict(self, lane: int) -> dict[str, Any]:
+        """JSON-able state of lane ``lane``."""
+        ...
+
+    def load_lane_state_dicts(self, states: Mapping[int, Any]) -> None:
+        """Restore every lane's :meth:`lane_state_dict` (validated fully before anything changes)."""
+        ...
+
+
+@runtime_checkable
+class ReportsExhaustion(Protocol):
+    """A source that can say which dataset ran out where (exhaustion policies).
+
+    When the kernel uses it: ``Pipeline.stats()["exhausted"]`` lists its report for this rank's lanes
+    (one line per dataset that ran out); a source without it reports nothing.
+    """
+
+    def exhaustion_report(self, lanes: Iterable[int] | None = None) -> list[Exhausted]:
+        """Which dataset ran out at which draw, for these lanes (None: all)."""
+        ...
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """What the feeder reads may hold lanes back: only chunks it allows now are computed.
+
+    When the kernel uses it: the feeder feeds only lanes whose next chunk ``may_compute`` allows and
+    waits for the training loop when none is. The pipeline wraps a :class:`Steerable` source in such
+    a gate (:class:`~zephon_core.work.steering.LeadGate`); a source may implement it itself to
+    pace the feeder. It changes only timing, never which chunks a lane gets.
+    """
+
+    def may_compute(self, number: int) -> bool:
+        """Whether chunk ``number`` may be computed now."""
         ...
 
 

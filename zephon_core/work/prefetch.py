@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from zephon_core.work.contract import Chunk, WorkSource
+from zephon_core.work.contract import Chunk, PlanVersioned, WorkSource
 from zephon_core.work.readers import Reader
 
 
@@ -37,6 +37,18 @@ def with_lookahead(source: WorkSource, num_lanes: int) -> WorkSource:
     return Lookahead(source, num_lanes, readers) if any(r is not None for r in readers) else source
 
 
+def stop_prefetch(source: WorkSource) -> None:
+    """Stop the background prefetch of every dataset's reader (a closed pipeline leaves no thread behind).
+
+    A reader (and its datasets) may outlive the pipeline and serve the next one; stopping only ends
+    the threads, which the next prefetch starts again.
+    """
+    for d in source.datasets:
+        reader = getattr(d, "reader", None)
+        if isinstance(reader, Reader):
+            reader.stop_prefetch()
+
+
 class Lookahead:
     """A work source proxy for one feeder thread (see the module docstring); everything else is delegated."""
 
@@ -54,7 +66,7 @@ class Lookahead:
         return self._source.datasets
 
     def _version(self) -> Any:
-        return getattr(self._source, "plan_version", None)
+        return self._source.plan_version if isinstance(self._source, PlanVersioned) else None
 
     def chunk(self, number: int) -> Chunk | None:
         """Chunk ``number`` (computed early if it was), then prefetch for the lane's next chunk."""

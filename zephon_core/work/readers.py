@@ -6,6 +6,12 @@ a chunk file or a byte range once for many samples instead of once per sample.
 
 Readers are sent to worker processes, so they must pickle cheaply: keep configuration in the
 object and (re)open files lazily.
+
+Beyond :class:`Reader`, a reader may declare optional capabilities, each a small protocol the
+kernel checks with ``isinstance``: :class:`SkippingReader` (records that do not decode become
+tombstones instead of errors) and :class:`StorageBacked` (shards are files under a storage root,
+so commands can show their sizes and URLs). Every
+:class:`~zephon_core.storage.readers.StorageReader` has both.
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from zephon_core.errors import ReaderError
+
+if TYPE_CHECKING:
+    from zephon_core.storage.location import Storage
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,12 @@ class Reader(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release open files or caches (optional)."""
 
+    def stop_prefetch(self) -> None:  # noqa: B027 - optional hook
+        """Stop background prefetch threads (optional; the pipeline calls it when it closes).
+
+        The reader must stay usable: a later :meth:`prefetch` may start them again.
+        """
+
     def prefetch(self, shards: Sequence[int]) -> None:  # noqa: B027 - optional hook
         """Start warming these shards in the background (optional; default: nothing to warm).
 
@@ -63,6 +78,37 @@ class Reader(ABC):
         ahead of the fetch stage (:mod:`zephon_core.work.prefetch`). Readers that cache remote files
         override it; it must not block and must not raise for a shard it cannot warm.
         """
+
+
+@runtime_checkable
+class SkippingReader(Protocol):
+    """A reader capability: read samples, giving ``None`` for each record it was told to skip.
+
+    When the kernel uses it: the fetch stage reads through :meth:`read_or_skip` instead of
+    :meth:`Reader.read` whenever a reader has it, and turns each ``None`` into a tombstone (the
+    record's lineage is kept as dropped, and counted in ``Pipeline.stats()["skipped_records"]``).
+    A reader decides itself which records it skips (a ``StorageReader`` with ``on_error="skip"``
+    skips records that do not decode); it must still raise for what it does not skip.
+    """
+
+    def read_or_skip(self, shard: int, indices: np.ndarray) -> list[dict[str, Any] | None]:
+        """Like :meth:`Reader.read`, with ``None`` in place of each skipped record."""
+        ...
+
+
+@runtime_checkable
+class StorageBacked(Protocol):
+    """A reader capability: its shards are files under a storage root.
+
+    When the kernel uses it: ``zephon show``/``inspect`` print each shard's file size, and
+    ``zephon index --validate`` names a bad record's file by its URL; a reader without it (the
+    in-memory one) is shown by shard ids alone.
+    """
+
+    @property
+    def storage(self) -> Storage:
+        """The storage root the shard ids are relative to."""
+        ...
 
 
 class MemoryReader(Reader):

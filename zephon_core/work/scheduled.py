@@ -96,6 +96,9 @@ class ScheduledMixtureWorkSource(ChunkSizing, BaseWorkSource):
     ``load_state_dict`` restores the update log into this object: build one source per pipeline.
     """
 
+    plan_version: int = 0
+    """Grows by one whenever the plans are reset (see :class:`~zephon_core.work.contract.PlanVersioned`)."""
+
     def __init__(
         self,
         datasets: Sequence[Dataset],
@@ -146,7 +149,7 @@ class ScheduledMixtureWorkSource(ChunkSizing, BaseWorkSource):
         # A new dict: a plan being built from the old log lands in the old dict, never in this one.
         self._plans: dict[int, LanePlan] = {}
         self._pieces: list[tuple[int, list[float]]] | None = None
-        self.plan_version = getattr(self, "plan_version", 0) + 1
+        self.plan_version += 1  # work.contract.PlanVersioned: chunks computed early under the old plans are dropped
 
     # -- configuration copies ------------------------------------------------------------------
     @property

@@ -26,7 +26,7 @@ from zephon_core.conformance.harness import run_global
 from zephon_demo import corpus
 
 if TYPE_CHECKING:
-    from zephon_core.plugins import ZephonPluginManager
+    from zephon_core.plugin_api import ZephonPluginManager
 
 TARGET = {"plays": 0.7, "lines": 0.3}
 LANES = 4
@@ -39,7 +39,7 @@ def make_source(root: Path, plugins: ZephonPluginManager | None = None) -> tuple
     plays = Dataset.from_path("plays", str(plays_dir), plugins=plugins)
     lines = Dataset.from_path("lines", str(lines_dir), plugins=plugins)
     ws = StaticMixtureWorkSource(
-        [plays, lines], mixture=MixtureSpec(TARGET), chunk_size=256, seed=1234, weight_by="tokens", exhaustion="repeat"
+        [plays, lines], mixture=MixtureSpec(TARGET), seed=1234, weight_by="tokens", exhaustion="repeat"
     )
     desc = (
         f"{source}: plays = {n_long} speeches as Parquet ({plays.format}), lines = {n_short} single lines "
@@ -70,7 +70,7 @@ def _bar(done: int, total: int) -> None:
 def run(steps: int = 40, root: Path | None = None, plugins: ZephonPluginManager | None = None) -> bool:
     """Run the demo and its checks; every dataset and pipeline is built with ``plugins``."""
     if plugins is None:
-        from zephon_core.plugins import default_plugin_manager
+        from zephon_core.plugin_api import default_plugin_manager
 
         plugins = default_plugin_manager()
     root = root or Path(os.environ.get("ZEPHON_DEMO_DIR", Path(tempfile.gettempdir()) / "zephon-demo"))

@@ -17,16 +17,22 @@ import socket
 import traceback
 from typing import Any
 
-from zephon_core.ops.contract import ItemFailure
+from zephon_core.plugin_api import ItemFailure
 
 Outcome = tuple[bool, Any]
-"""``(True, result)`` or ``(False, (type name, message, traceback, item index or None))``."""
+"""``(True, result)`` or ``(False, (type name, message, traceback, item index or None, fused step or None))``."""
 
 
-def describe_failure(exc: BaseException) -> tuple[str, str, str, int | None]:
-    """The parts of a worker exception the driver needs, as plain picklable data."""
+def describe_failure(exc: BaseException) -> tuple[str, str, str, int | None, int | None]:
+    """The parts of a worker exception the driver needs, as plain picklable data.
+
+    The fused step (set when the actor runs several fused steps in one task) lets the stage name the
+    step that failed rather than the fused group.
+    """
     index = exc.index if isinstance(exc, ItemFailure) else None
-    return type(exc).__name__, str(exc), traceback.format_exc(), index
+    step = getattr(exc, "fused_step", None)  # the kernel's FusedFailure mark (not in the plugin API yet)
+    fused = step if isinstance(step, int) and not isinstance(step, bool) else None
+    return type(exc).__name__, str(exc), traceback.format_exc(), index, fused
 
 
 class WorkerActor:

@@ -12,7 +12,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from zephon_core.errors import ConfigError
+from zephon_core.plugin_api import ConfigError
 from zephon_ray.options import RayOptions
 
 _lock = threading.Lock()

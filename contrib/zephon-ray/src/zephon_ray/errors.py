@@ -15,14 +15,24 @@ class RayWorkerError(Exception):
         message: its message.
         remote_traceback: the traceback inside the actor, for debugging.
         index: the failing slot of the work item, when the worker said so.
+        fused_step: in a fused task (several stateless steps run in one actor call), the step that
+            failed, so the stage names it (``zephon_core.ops.contract.FusedFailure``).
     """
 
-    def __init__(self, type_name: str, message: str, remote_traceback: str = "", index: int | None = None) -> None:
+    def __init__(
+        self,
+        type_name: str,
+        message: str,
+        remote_traceback: str = "",
+        index: int | None = None,
+        fused_step: int | None = None,
+    ) -> None:
         super().__init__(message if index is not None else f"{type_name}: {message}")
         self.type_name = type_name
         self.message = message
         self.remote_traceback = remote_traceback
         self.index = index
+        self.fused_step = fused_step
 
-    def __reduce__(self) -> tuple[type[RayWorkerError], tuple[str, str, str, int | None]]:
-        return RayWorkerError, (self.type_name, self.message, self.remote_traceback, self.index)
+    def __reduce__(self) -> tuple[type[RayWorkerError], tuple[str, str, str, int | None, int | None]]:
+        return RayWorkerError, (self.type_name, self.message, self.remote_traceback, self.index, self.fused_step)

@@ -30,8 +30,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any
 
-from zephon_core.errors import ConfigError, OperatorError, WorkerCrashedError, ZephonError
-from zephon_core.ops.contract import WorkerFn
+from zephon_core.plugin_api import ConfigError, OperatorError, WorkerCrashedError, WorkerFn, ZephonError
 from zephon_ray.actor import WorkerActor
 from zephon_ray.connect import ensure_ray
 from zephon_ray.errors import RayWorkerError
@@ -72,8 +71,12 @@ def serialize_worker(fn: WorkerFn, label: str) -> bytes:
     try:
         return cloudpickle.dumps(fn)
     except Exception as exc:
+        inner = getattr(fn, "__wrapped__", fn)  # the worker inside the kernel's metrics wrapper
+        find = getattr(inner, "unpicklable_step", None)  # a fused group names its step (not in the plugin API yet)
+        step = find(cloudpickle.dumps) if callable(find) else None
+        who = f"{step!r} (fused into {label!r})" if isinstance(step, str) else repr(label)
         raise ConfigError(
-            f"operator {label!r}: its worker function cannot be pickled for the ray runner "
+            f"operator {who}: its worker function cannot be pickled for the ray runner "
             f"({type(exc).__name__}: {exc}); keep locks, open files and clients out of the function "
             "(open them lazily inside it) or use runner='threads'"
         ) from exc

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from zephon_core.errors import ConfigError
+from zephon_core.plugin_api import ConfigError
 
 ENV_PREFIX = "ZEPHON_RAY_"
 

@@ -6,7 +6,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from zephon_core.hookspecs import Register, hookimpl
-from zephon_core.ops.contract import WorkerFn
+from zephon_core.plugin_api import WorkerFn
 from zephon_ray.options import RayOptions, check_keys, resolve
 
 if TYPE_CHECKING:  # the executor imports Ray; the plugin scan must not
@@ -25,6 +25,10 @@ class RayRunner:
     """
 
     name = "ray"
+    crosses_processes = True
+    """Actors are other processes (zephon_core.runtime.runners.CrossesProcesses): the kernel fuses
+    consecutive stateless steps into one task, sent to an actor once, and keeps the default
+    collation in the training process."""
 
     def __init__(self, **options: Any) -> None:
         check_keys(options)

@@ -19,10 +19,12 @@ from zephon_core import Dataset, StaticMixtureWorkSource
 from zephon_core.testing.workers import die_on_seven, fail_on_seven, hang_on_seven
 
 __all__ = [
+    "add_one",
     "assigned_cpus",
     "die_on_seven",
     "die_task",
     "double",
+    "drop_fives",
     "fail_on_seven",
     "hang_on_seven",
     "numbers",
@@ -34,6 +36,16 @@ def numbers(n: int = 400, chunk_size: int = 16) -> StaticMixtureWorkSource:
     """Records ``{"i": 0..n-1}`` in order, one dataset (sample i is ``nums[..., index i]``)."""
     ds = Dataset.from_records("nums", [{"i": i} for i in range(n)], shard_size=50)
     return StaticMixtureWorkSource([ds], chunk_size=chunk_size, seed=0, shuffle=False)
+
+
+def add_one(payload: dict[str, Any]) -> dict[str, Any]:
+    """``{"i": i}`` becomes ``{"i": i, "j": i + 1}`` (a map that keeps every record)."""
+    return {**payload, "j": payload["i"] + 1}
+
+
+def drop_fives(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """Drops every record whose ``i`` is a multiple of 5 (a map that leaves tombstones)."""
+    return None if payload["i"] % 5 == 0 else payload
 
 
 def double(task: list[int]) -> list[int]:

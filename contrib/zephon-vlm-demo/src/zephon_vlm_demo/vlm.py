@@ -31,7 +31,7 @@ from zephon_core.conformance.harness import run_global
 from zephon_vlm_demo import corpus as corpus_mod
 
 if TYPE_CHECKING:
-    from zephon_core.plugins import ZephonPluginManager
+    from zephon_core.plugin_api import ZephonPluginManager
 
 LANES = 4
 MICROBATCH = 2
@@ -44,7 +44,7 @@ IMAGE_PAD = 50257
 """The image placeholder id: one past GPT-2's vocabulary (Qwen2-VL's ``<|image_pad|>``)."""
 
 
-def make_source(path: str | Path, plugins: ZephonPluginManager | None = None, *, chunk_size: int = 16) -> StaticMixtureWorkSource:
+def make_source(path: str | Path, plugins: ZephonPluginManager | None = None, *, chunk_size: int | None = None) -> StaticMixtureWorkSource:
     """A shuffled, repeating work source over one copy of the corpus (any of the three formats)."""
     ds = Dataset.from_path("photos", str(path), plugins=plugins)
     return StaticMixtureWorkSource([ds], chunk_size=chunk_size, seed=1234, exhaustion="repeat")
@@ -133,7 +133,7 @@ def run(
 ) -> bool:
     """Write (once) the corpus of ``n`` photographs, run the demo and its checks; True when all match."""
     if plugins is None:
-        from zephon_core.plugins import default_plugin_manager
+        from zephon_core.plugin_api import default_plugin_manager
 
         plugins = default_plugin_manager()
     corpus = corpus_mod.write(root, n=n, shard_size=max(10, n // 8))

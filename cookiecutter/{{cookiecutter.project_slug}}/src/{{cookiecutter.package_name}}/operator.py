@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zephon_core import Accumulator, Operator, Records, Traits, Work
-from zephon_core.ops.contract import apply_each
+from zephon_core.plugin_api import apply_each
 
 
 def _digest(text: str) -> str:

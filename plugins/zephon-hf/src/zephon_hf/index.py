@@ -23,7 +23,7 @@ def build_index(path: str, *, checksum: bool = False, jobs: int = 8, **options: 
         jobs: files checksummed at once (threads).
         options: reader options; ``config``, ``split`` and ``columns`` are ignored (all are indexed).
     """
-    from zephon_core.storage.integrity import file_checksums
+    from zephon_core.storage import file_checksums
     from zephon_hf.reader import HFReader
 
     options = {k: v for k, v in options.items() if k not in ("config", "split", "columns", "manifest")}

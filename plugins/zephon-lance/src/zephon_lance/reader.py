@@ -31,8 +31,8 @@ import lance
 import numpy as np
 
 from zephon_core import ConfigError, ReaderError, ShardInfo
+from zephon_core.plugin_api import Reader
 from zephon_core.storage import in_request_order
-from zephon_core.work.readers import Reader
 
 _RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
 

@@ -26,9 +26,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core import Accumulator, ConfigError, Records, Work
-from zephon_core.hashing import mix64, stable_hash64
-from zephon_core.ops.contract import Emitted, Lineage, callable_name
-from zephon_core.work.ids import datasets_of
+from zephon_core.plugin_api import Emitted, Lineage, callable_name, datasets_of, mix64, stable_hash64
 from zephon_pack.algorithms import BestFitWrapPacker, BinPacker, Masked, Packer, Row, WrapPacker
 from zephon_pack.multimodal import ImageSpec, read_sample
 

@@ -41,8 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from zephon_core.hashing import mix64
-from zephon_core.ops.contract import Lineage
+from zephon_core.plugin_api import Lineage, mix64
 
 
 def segment_spans(document_ids: Any, lineage: Lineage) -> list[tuple[int, int, int]]:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core import ConfigError
-from zephon_core.runtime.batch import default_collate
+from zephon_core.plugin_api import default_collate
 from zephon_pack.assemble import PackWorker
 
 IMAGE_DOCUMENT_IDS = "image_document_ids"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from zephon_core import Accumulator, ConfigError, Operator, Traits
-from zephon_core.ops.contract import WorkerFn, callable_name
+from zephon_core.plugin_api import WorkerFn, callable_name
 from zephon_pack.accumulator import DATASET, PackAccumulator, PackPlan
 from zephon_pack.assemble import PackWorker
 from zephon_pack.multimodal import IMAGE_DOCUMENT_IDS, ImageSpec, MultimodalPackWorker, check_names

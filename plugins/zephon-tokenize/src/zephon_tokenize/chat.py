@@ -29,8 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from zephon_core import Accumulator, ConfigError, Dataset, Operator, ReaderError
-from zephon_core.ops.contract import ItemFailure, WorkerFn
-from zephon_core.ops.mapping import PassThrough
+from zephon_core.plugin_api import ItemFailure, PassThrough, WorkerFn
 from zephon_tokenize.calibrate import sample_plan
 from zephon_tokenize.chat_template import ChatTemplate, ChatTemplateError, conversation, load_template, token_mask
 from zephon_tokenize.operator import _positive_int

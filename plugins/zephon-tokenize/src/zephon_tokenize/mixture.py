@@ -32,9 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from zephon_core import Accumulator, ConfigError, Operator, Records, Traits
-from zephon_core.ops.contract import Emitted, Lineage, Payload
-from zephon_core.work.contract import SourceInfo
-from zephon_core.work.ids import dataset_of
+from zephon_core.plugin_api import Emitted, Lineage, Payload, SourceInfo, dataset_of
 
 Contribution = tuple[tuple[int, float], ...]
 

@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zephon_core import Accumulator, ConfigError, Dataset, Operator, Traits
-from zephon_core.ops.contract import WorkerFn
-from zephon_core.ops.mapping import PassThrough
+from zephon_core.plugin_api import PassThrough, WorkerFn
 from zephon_tokenize.calibrate import estimate_tokens_per_sample
 from zephon_tokenize.resolve import BUILTIN_NAMES, resolve_tokenizer
 from zephon_tokenize.worker import TokenizeWorker

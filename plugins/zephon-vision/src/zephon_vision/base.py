@@ -29,8 +29,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from PIL import Image
 
-from zephon_core.errors import ConfigError
-from zephon_core.ops.mapping import MapTransform
+from zephon_core.plugin_api import ConfigError, MapTransform
 
 Payload = dict[str, Any]
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image
 
-from zephon_core.errors import ConfigError
+from zephon_core.plugin_api import ConfigError
 from zephon_vision.base import (
     MISSING_HINT,
     ImageFn,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from zephon_core.errors import ConfigError
+from zephon_core.plugin_api import ConfigError
 from zephon_vision.base import (
     ImageFn,
     ImageOperator,

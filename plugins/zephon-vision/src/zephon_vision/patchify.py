@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zephon_core.errors import ConfigError
+from zephon_core.plugin_api import ConfigError
 from zephon_vision.base import (
     MISSING_HINT,
     ImageFn,

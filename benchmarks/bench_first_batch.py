@@ -1,0 +1,140 @@
+"""Time to the first batch, the longest gap between batches, and what flushes cost in padding.
+
+The text demo's pipeline (GPT-2 tokenize -> pack_sequences(2048) -> ensure_mixture -> batch(2),
+70:30 in tokens) on the demo's own corpus (Shakespeare's speeches as Parquet, single lines as JSON
+Lines), with the **default** ``chunk_size`` and ``flush_every_k_chunks`` unless told otherwise:
+
+* first batch: seconds from ``iter(pipeline)`` to the first global step, in a fresh pipeline;
+* gaps: the longest wait for one global step at steady state (after the first ``--warmup`` steps);
+* flush overhead: padding with the pipeline's windows minus padding of the same pipeline that never
+  flushes before a lane's end (one window per lane), in percentage points of tokens.
+
+It also runs the same corpus with ``exhaustion="stop"`` (a corpus smaller than one default window)
+to show it ends cleanly. Absolute times move with the machine's load; run it on a quiet machine.
+
+    python benchmarks/bench_first_batch.py [--lanes 4 32] [--steps 300] [--chunk-size N] [--flush-every K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+
+
+def build(root: Path, lanes: int, exhaustion: str, chunk_size: Any, flush_every: Any) -> Pipeline:
+    from zephon_demo import corpus
+
+    plays_dir, lines_dir, _, _, _ = corpus.write(root)
+    kw: dict[str, Any] = {} if chunk_size is None else {"chunk_size": chunk_size}
+    ws = StaticMixtureWorkSource(
+        [Dataset.from_path("plays", str(plays_dir)), Dataset.from_path("lines", str(lines_dir))],
+        mixture=MixtureSpec({"plays": 0.7, "lines": 0.3}),
+        seed=1234,
+        weight_by="tokens",
+        exhaustion=exhaustion,
+        **kw,
+    )
+    opts: dict[str, Any] = {"lanes": lanes, "runner": "threads"}
+    if flush_every is not None:
+        opts["flush_every_k_chunks"] = flush_every
+    return (
+        Pipeline(ws)
+        .tokenize(tokenizer_id="gpt2", parallelism=2)
+        .pack_sequences(target_length=2048)
+        .ensure_mixture()
+        .batch(microbatch_size=2)
+        .options(**opts)
+    )
+
+
+def padding(batches: list[Any]) -> tuple[int, int]:
+    """(padding tokens, all tokens) of some microbatches (zeros in ``attention_mask`` are padding)."""
+    pad = total = 0
+    for b in batches:
+        mask = np.asarray(b.to_training()["attention_mask"])
+        pad += int(mask.size - mask.sum())
+        total += int(mask.size)
+    return pad, total
+
+
+def run(root: Path, lanes: int, steps: int, warmup: int, chunk_size: Any, flush_every: Any) -> dict[str, float]:
+    p = build(root, lanes, "repeat", chunk_size, flush_every)
+    t0 = time.perf_counter()
+    it = iter(p)
+    batches, gaps = [], []
+    first = 0.0
+    last = t0
+    with p:
+        for step in range(steps):
+            for _ in range(lanes):
+                batches.append(next(it))
+            now = time.perf_counter()
+            if step == 0:
+                first = now - t0
+            elif step >= warmup:
+                gaps.append(now - last)
+            last = now
+        chunk = p._active_source().chunk_size
+        resolved_k = p.flush_every
+    pad, total = padding(batches)
+    # The same steps without flushes before a lane's end: the padding the packer needs anyway.
+    q = build(root, lanes, "repeat", chunk_size, 1 << 20)
+    with q:
+        it2 = iter(q)
+        ref = [next(it2) for _ in range(steps * lanes)]
+    pad0, total0 = padding(ref)
+    return {
+        "first_s": first,
+        "max_gap_s": max(gaps) if gaps else 0.0,
+        "median_gap_s": float(np.median(gaps)) if gaps else 0.0,
+        "padding_pct": 100 * pad / total,
+        "flush_pp": 100 * pad / total - 100 * pad0 / total0,
+        "chunk_size": chunk,
+        "k": resolved_k,
+    }
+
+
+def smoke_stop(root: Path, lanes: int, chunk_size: Any, flush_every: Any) -> str:
+    """Run the whole corpus once with exhaustion="stop": global steps delivered, or the error."""
+    p = build(root, lanes, "stop", chunk_size, flush_every)
+    try:
+        with p:
+            n = sum(1 for _ in p)
+        return f"{n // lanes} global steps, ended cleanly"
+    except Exception as exc:  # reported, not raised: this is what a user would see
+        return f"FAILED: {type(exc).__name__}: {exc}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lanes", type=int, nargs="+", default=[4, 32])
+    ap.add_argument("--steps", type=int, default=300, help="global steps per run (gaps are measured after --warmup)")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--chunk-size", default=None, help="default: the source's default")
+    ap.add_argument("--flush-every", default=None, help="default: the pipeline's default")
+    args = ap.parse_args()
+    chunk = None if args.chunk_size is None else (args.chunk_size if args.chunk_size == "auto" else int(args.chunk_size))
+    k = None if args.flush_every is None else (args.flush_every if args.flush_every == "auto" else int(args.flush_every))
+    root = Path(tempfile.gettempdir()) / "zephon-demo"
+    print(f"chunk_size={chunk or 'default'} flush_every_k_chunks={k or 'default'}; threads; {args.steps} global steps")
+    print("| lanes | chunk | K | first batch s | max gap s | median gap s | padding % | flush overhead pp | stop run |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for lanes in args.lanes:
+        r = run(root, lanes, args.steps, args.warmup, chunk, k)
+        stop = smoke_stop(root, lanes, chunk, k)
+        print(
+            f"| {lanes} | {r['chunk_size']} | {r['k']} | {r['first_s']:.2f} | {r['max_gap_s']:.3f} | "
+            f"{r['median_gap_s']:.4f} | {r['padding_pct']:.3f} | {r['flush_pp']:.3f} | {stop} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""Two import rules, read from the source, each shown to fail on a deliberate violation.
+
+**The plugin contract.** Plugins (``plugins/*/src``), integrations (``contrib/*/src``) and the plugin
+template (``cookiecutter/``, rendered for each kind) import the kernel only through its public plugin
+surface: ``zephon_core``, ``zephon_core.plugin_api``, ``zephon_core.hookspecs``,
+``zephon_core.storage`` and the ``zephon_core.conformance`` / ``zephon_core.testing`` packages. Any
+other ``zephon_core.X`` import, at any depth (inside a function or under ``TYPE_CHECKING`` too), is
+reported with its file, line and module. The plugins' own test suites are not shipped and may test
+kernel internals, so they are not held to it.
+
+**The kernel's layers.** :data:`LAYERS` orders the kernel's modules from the foundation up; a module's
+top-level imports reach only its own layer or a lower one, so a low layer can be imported, reasoned
+about and moved without pulling in the builder or the CLI. Names imported from a lazy re-export module
+(``from zephon_core import Pipeline``) count as imports of the module that defines them. Where
+today's code imports upward at the top level, the edge is listed in :data:`KNOWN_EXCEPTIONS`; an
+upward import inside a function or under ``TYPE_CHECKING`` does not run at import time, but is still a
+dependency and is listed in :data:`DEFERRED_UPWARD`. Anything not listed fails, and so does a listed
+entry the code no longer needs, so both lists only shrink.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.kernel_imports import (
+    KERNEL,
+    Layers,
+    Source,
+    kernel_modules,
+    layer_of,
+    layer_report,
+    plugin_sources,
+    plugin_violations,
+)
+
+LAYERS: Layers = (
+    ("foundation", ("zephon_core.errors", "zephon_core.hashing")),
+    (
+        "contracts",
+        (
+            "zephon_core.hookspecs",
+            "zephon_core.ops",
+            "zephon_core.ops.contract",
+            "zephon_core.work",
+            "zephon_core.work.contract",
+            "zephon_core.work.ids",
+            "zephon_core.work.readers",
+        ),
+    ),
+    ("registry", ("zephon_core.plugins", "zephon_core._builtins")),
+    ("built-ins", ("zephon_core.ops.*", "zephon_core.work.*", "zephon_core.storage", "zephon_core.storage.*")),
+    ("runtime", ("zephon_core.runtime", "zephon_core.runtime.*", "zephon_core.manifest")),
+    ("checkpoint", ("zephon_core.checkpoint",)),
+    ("builder", ("zephon_core.pipeline", "zephon_core.builder_methods")),
+    (
+        "surface",
+        (
+            "zephon_core",
+            "zephon_core.plugin_api",
+            "zephon_core.cli",
+            "zephon_core.cli_*",
+            "zephon_core.conformance",
+            "zephon_core.conformance.*",
+            "zephon_core.testing",
+            "zephon_core.testing.*",
+            "zephon_core.demo",
+            "zephon_core.profile",
+            "zephon_core.progress",
+            "zephon_core.stubs",
+            "zephon_core.validation",
+            "zephon_core.export",
+            "zephon_core.export.*",
+        ),
+    ),
+)
+"""The kernel's layers, lowest first.
+
+* foundation — the error hierarchy and the stable hashes everything else is built on;
+* contracts — what operators, readers and work sources promise each other (``ops.contract``,
+  ``work.contract``, ``work.readers``, sample ids) and the plugin hooks;
+* registry — the plugin manager and the kernel's own registrations;
+* built-ins — the operators, work sources, shuffles and storage readers that implement the contracts;
+* runtime — runners, stages, the engine, and the provenance manifest it writes;
+* checkpoint — the checkpoint format;
+* builder — ``Pipeline`` and its plugin builder methods;
+* surface — what is built on a pipeline: the CLI, profiling, run-time validation, the conformance
+  suite and test helpers, metric exporters, and the lazy re-export modules (``zephon_core``,
+  ``zephon_core.plugin_api``), whose own imports are all under ``TYPE_CHECKING``.
+"""
+
+KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset()
+"""Top-level imports from a module to a higher layer that today's code makes, ``(importer, imported)``.
+
+None today. Add an entry only to record an existing break that is being untangled, never to let a
+new one in: the fix is to move the shared piece down a layer, or to invert the dependency (the
+lower module takes a callable or a protocol instead of importing the higher one).
+"""
+
+DEFERRED_UPWARD: frozenset[tuple[str, str]] = frozenset(
+    {
+        # Type annotations only: the contracts name the built-in classes their methods accept or return.
+        ("zephon_core.ops.contract", "zephon_core.work.dataset"),
+        ("zephon_core.work.contract", "zephon_core.work.dataset"),
+        ("zephon_core.work.contract", "zephon_core.work.exhaustion"),
+        ("zephon_core.work.readers", "zephon_core.storage.location"),
+        ("zephon_core.hookspecs", "zephon_core.plugins"),  # the manager a hook may be handed
+        # options(validate=...) runs the conformance rules on the pipeline's own operators, only when asked.
+        ("zephon_core.pipeline", "zephon_core.validation"),
+    }
+)
+"""Upward imports inside a function or under ``TYPE_CHECKING``, ``(importer, imported)``: they do not
+run when the importer is imported, so they are allowed, but each one is a dependency and is named here."""
+
+
+# -- the plugin contract ---------------------------------------------------------------------------
+
+
+def test_plugins_import_only_the_plugin_api() -> None:
+    sources = plugin_sources()
+    assert any("cookiecutter" in s.path for s in sources), "the plugin template was not read"
+    found = plugin_violations(sources, kernel_modules())
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("snippet", "line", "module"),
+    [
+        ("from zephon_core.runtime.stage import Stage\n", 1, "zephon_core.runtime.stage"),
+        ("import zephon_core.ops.contract\n", 1, "zephon_core.ops.contract"),
+        ("from zephon_core import runtime\n", 1, "zephon_core.runtime"),
+        ("from zephon_core.storage import integrity\n", 1, "zephon_core.storage.integrity"),
+        ("from zephon_core.storage.integrity import file_checksums\n", 1, "zephon_core.storage.integrity"),
+        ("def build():\n    from zephon_core.pipeline import Pipeline\n", 2, "zephon_core.pipeline"),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zephon_core.plugins import X\n", 3,
+         "zephon_core.plugins"),
+    ],
+)
+def test_a_plugin_importing_a_kernel_internal_is_reported(snippet: str, line: int, module: str) -> None:
+    found = plugin_violations([Source("zephon_fake/plugin.py", snippet)], kernel_modules())
+    assert len(found) == 1, found
+    assert found[0].startswith(f"zephon_fake/plugin.py:{line}: imports {module}, which is internal"), found
+
+
+def test_the_allowed_modules_are_not_reported() -> None:
+    snippet = (
+        "import zephon_core\n"
+        "from zephon_core import ConfigError, Pipeline\n"
+        "from zephon_core.plugin_api import MapTransform\n"
+        "from zephon_core.hookspecs import hookimpl\n"
+        "from zephon_core.storage import FileReader\n"
+        "from zephon_core.conformance import OperatorConformance\n"
+        "from zephon_core.testing.readers import split\n"
+        "from . import sibling\n"
+    )
+    assert plugin_violations([Source("zephon_fake/plugin.py", snippet)], kernel_modules()) == []
+
+
+def test_an_unparsable_plugin_file_is_an_error_naming_it() -> None:
+    with pytest.raises(AssertionError, match=r"^zephon_fake/broken\.py:1: cannot parse"):
+        plugin_violations([Source("zephon_fake/broken.py", "from zephon_core import (\n")], kernel_modules())
+
+
+# -- the kernel's layers ---------------------------------------------------------------------------
+
+
+def test_every_kernel_module_has_a_layer() -> None:
+    unplaced = [m for m in kernel_modules() if layer_of(m, LAYERS) is None]
+    assert unplaced == [], f"add these modules to LAYERS in {Path(__file__).name}: {unplaced}"
+
+
+def test_the_kernel_keeps_its_layer_order() -> None:
+    report = layer_report(KERNEL, LAYERS, KNOWN_EXCEPTIONS, DEFERRED_UPWARD)
+    assert not report.violations, "\n".join(report.violations)
+    assert not report.stale, "no longer needed, remove from the lists: " + "; ".join(report.stale)
+
+
+def _fake_kernel(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A package named ``zephon_core`` under ``tmp_path`` holding ``files`` (path -> source)."""
+    kernel = tmp_path / "zephon_core"
+    for rel, text in {"__init__.py": "", **files}.items():
+        (kernel / rel).parent.mkdir(parents=True, exist_ok=True)
+        (kernel / rel).write_text(text)
+    return kernel
+
+
+def test_an_upward_top_level_import_is_reported(tmp_path: Path) -> None:
+    kernel = _fake_kernel(
+        tmp_path,
+        {"errors.py": "from zephon_core.pipeline import Pipeline\n", "pipeline.py": "class Pipeline: ...\n"},
+    )
+    report = layer_report(kernel, LAYERS, frozenset(), frozenset())
+    assert report.violations == [
+        "zephon_core/errors.py:1: zephon_core.errors (foundation) imports zephon_core.pipeline (builder), a higher layer"
+    ]
+    # Recorded as a known exception, the same edge passes; recorded but gone, the entry is stale.
+    edge = ("zephon_core.errors", "zephon_core.pipeline")
+    assert layer_report(kernel, LAYERS, frozenset({edge}), frozenset()).violations == []
+    (kernel / "errors.py").write_text("")
+    assert layer_report(kernel, LAYERS, frozenset({edge}), frozenset()).stale == [
+        "KNOWN_EXCEPTIONS zephon_core.errors -> zephon_core.pipeline"
+    ]
+
+
+def test_a_name_from_a_re_export_module_counts_as_its_defining_module(tmp_path: Path) -> None:
+    kernel = _fake_kernel(
+        tmp_path,
+        {
+            "__init__.py": '_EXPORTS = {"Pipeline": "zephon_core.pipeline"}\n__version__ = "0"\n',
+            "pipeline.py": "class Pipeline: ...\n",
+            "runtime/__init__.py": "",
+            "runtime/stage.py": "from zephon_core import Pipeline\nfrom zephon_core import __version__\n",
+        },
+    )
+    assert layer_report(kernel, LAYERS, frozenset(), frozenset()).violations == [
+        "zephon_core/runtime/stage.py:1: zephon_core.runtime.stage (runtime) imports zephon_core.pipeline (builder), "
+        "a higher layer"
+    ]
+
+
+def test_an_unlisted_deferred_upward_import_is_reported(tmp_path: Path) -> None:
+    kernel = _fake_kernel(
+        tmp_path,
+        {
+            "hashing.py": "def h():\n    from zephon_core import cli\n",
+            "work/__init__.py": "",
+            "work/readers.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zephon_core.checkpoint import C\n",
+            "cli.py": "",
+            "checkpoint.py": "class C: ...\n",
+        },
+    )
+    report = layer_report(kernel, LAYERS, frozenset(), frozenset())
+    assert report.violations == [
+        "zephon_core/hashing.py:2: zephon_core.hashing (foundation) imports zephon_core.cli (surface), a higher layer, "
+        "in a deferred import not in DEFERRED_UPWARD",
+        "zephon_core/work/readers.py:3: zephon_core.work.readers (contracts) imports zephon_core.checkpoint "
+        "(checkpoint), a higher layer, in a typing import not in DEFERRED_UPWARD",
+    ]
+    listed = frozenset({("zephon_core.hashing", "zephon_core.cli"), ("zephon_core.work.readers", "zephon_core.checkpoint")})
+    assert layer_report(kernel, LAYERS, frozenset(), listed).violations == []
+
+
+def test_a_new_kernel_module_without_a_layer_is_reported(tmp_path: Path) -> None:
+    kernel = _fake_kernel(tmp_path, {"newthing.py": "import zephon_core.errors\n", "errors.py": ""})
+    assert layer_report(kernel, LAYERS, frozenset(), frozenset()).violations == [
+        "zephon_core/newthing.py: zephon_core.newthing is in no layer; add it to LAYERS"
+    ]

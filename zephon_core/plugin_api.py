@@ -1,0 +1,117 @@
+"""The plugin API: every kernel name a plugin may build on, in one module.
+
+Plugins (operators, readers, runners, demos, integrations) are written against this module, not
+against the kernel's internal layout. The names listed in ``__all__`` follow the plugin contract
+version :data:`~zephon_core.hookspecs.PLUGIN_CONTRACT`: within one contract major they keep their
+meaning and signature, a minor only adds names, and removing or changing one is a new major (which
+the kernel then refuses to load old plugins against, naming the plugin and both contracts).
+
+A plugin imports the kernel through these modules only:
+
+* ``zephon_core`` — the user-facing API (``Pipeline``, ``Dataset``, ``Operator``, ``Records``, the
+  errors, ...);
+* ``zephon_core.plugin_api`` — this module: the building blocks only plugins need;
+* ``zephon_core.hookspecs`` — ``hookimpl`` and the ``register`` callback protocols;
+* ``zephon_core.storage`` — the storage toolkit for readers (``FileReader``, ``Storage``, the
+  manifest and sidecar-index helpers), exactly the names of its ``__all__``;
+* ``zephon_core.conformance`` and ``zephon_core.testing`` (and their submodules) — for the plugin's
+  own tests.
+
+Every other kernel module (``zephon_core.ops.contract``, ``zephon_core.runtime.*``, ...) is internal:
+it may be split, renamed or moved in any release, and a plugin importing it breaks without warning.
+``tests/test_layers.py`` holds the first-party plugins and the plugin template to that rule.
+
+The names are resolved lazily (module ``__getattr__``) so that ``import zephon_core.plugin_api``
+imports no numerical library: a plugin's ``plugin.py`` can import it while ``zephon plugins`` lists
+what is installed, and only the names actually used load the modules behind them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "ConfigError": "zephon_core.errors",
+    "Emitted": "zephon_core.ops.contract",
+    "ItemFailure": "zephon_core.ops.contract",
+    "Lineage": "zephon_core.ops.contract",
+    "MapTransform": "zephon_core.ops.mapping",
+    "OperatorError": "zephon_core.errors",
+    "PLUGIN_CONTRACT": "zephon_core.hookspecs",
+    "PassThrough": "zephon_core.ops.mapping",
+    "Payload": "zephon_core.ops.contract",
+    "Reader": "zephon_core.work.readers",
+    "SourceInfo": "zephon_core.work.contract",
+    "WorkerCrashedError": "zephon_core.errors",
+    "WorkerFn": "zephon_core.ops.contract",
+    "ZephonError": "zephon_core.errors",
+    "ZephonPluginManager": "zephon_core.plugins",
+    "apply_each": "zephon_core.ops.contract",
+    "callable_name": "zephon_core.ops.contract",
+    "dataset_of": "zephon_core.work.ids",
+    "datasets_of": "zephon_core.work.ids",
+    "default_collate": "zephon_core.runtime.batch",
+    "default_plugin_manager": "zephon_core.plugins",
+    "mix64": "zephon_core.hashing",
+    "stable_hash64": "zephon_core.hashing",
+    "uniforms": "zephon_core.hashing",
+}
+"""Where each name lives today: the one place to update when a kernel module moves."""
+
+__all__ = [
+    "ConfigError",
+    "Emitted",
+    "ItemFailure",
+    "Lineage",
+    "MapTransform",
+    "OperatorError",
+    "PLUGIN_CONTRACT",
+    "PassThrough",
+    "Payload",
+    "Reader",
+    "SourceInfo",
+    "WorkerCrashedError",
+    "WorkerFn",
+    "ZephonError",
+    "ZephonPluginManager",
+    "apply_each",
+    "callable_name",
+    "dataset_of",
+    "datasets_of",
+    "default_collate",
+    "default_plugin_manager",
+    "mix64",
+    "stable_hash64",
+    "uniforms",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module behind ``name`` on first use, and keep the value for the next lookup."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(
+            f"module 'zephon_core.plugin_api' has no attribute {name!r}; the plugin API is: {', '.join(__all__)}"
+        )
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names too, although they are not loaded yet (for ``dir()`` and completion)."""
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:
+    from zephon_core.errors import ConfigError, OperatorError, WorkerCrashedError, ZephonError
+    from zephon_core.hashing import mix64, stable_hash64, uniforms
+    from zephon_core.hookspecs import PLUGIN_CONTRACT
+    from zephon_core.ops.contract import Emitted, ItemFailure, Lineage, Payload, WorkerFn, apply_each, callable_name
+    from zephon_core.ops.mapping import MapTransform, PassThrough
+    from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
+    from zephon_core.runtime.batch import default_collate
+    from zephon_core.work.contract import SourceInfo
+    from zephon_core.work.ids import dataset_of, datasets_of
+    from zephon_core.work.readers import Reader

@@ -1,0 +1,93 @@
+"""How a running pipeline ends when nobody closes it: dropped, abandoned mid-loop, or at interpreter exit.
+
+A pipeline runs daemon threads (and worker processes). Left running at interpreter exit, those
+threads are frozen wherever they are when Python finalises, which can be inside C++ code (a
+tokenizer, pyarrow): the process then aborts (``terminate called without an active exception``)
+instead of exiting 0, and a scheduler marks the job failed. Three rules prevent it:
+
+* the threads never hold the pipeline alive: what the engine calls back into the pipeline goes
+  through :func:`weakly`, so a pipeline nobody refers to is collected, and its ``__del__`` closes it;
+* what ``iter(pipeline)`` returns (:class:`PipelineIterator`) holds the pipeline, so
+  ``for batch in Pipeline(...)...:`` keeps it alive exactly as long as the loop needs it;
+* every started pipeline is in :data:`RUNNING` (weakly), and an ``atexit`` handler closes those still
+  running before the interpreter finalises its threads.
+"""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
+
+from zephon_core.runtime.types import SampleBatch
+
+T = TypeVar("T")
+
+
+class Closable(Protocol):
+    """Anything :data:`RUNNING` can close at exit."""
+
+    def close(self) -> None: ...
+
+
+RUNNING: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Started pipelines not yet closed (weak references: they do not keep a pipeline alive)."""
+
+
+def started(pipeline: Closable) -> None:
+    """Record a pipeline that started running (closed at interpreter exit if still running)."""
+    RUNNING.add(pipeline)
+
+
+def stopped(pipeline: Closable) -> None:
+    """Forget a pipeline that was closed."""
+    RUNNING.discard(pipeline)
+
+
+@atexit.register
+def close_running() -> None:
+    """Close every pipeline still running (called at interpreter exit, before threads are finalised)."""
+    for pipeline in list(RUNNING):
+        try:
+            pipeline.close()
+        except Exception:  # at exit there is no one left to tell; the next one must still close
+            pass
+
+
+def weakly(method: Callable[..., T], dead: Callable[..., T]) -> Callable[..., T]:
+    """``method`` (a bound method) called through a weak reference to its object; ``dead`` once it is gone.
+
+    The engine's threads call back into the pipeline (to name samples in an error, to pace a
+    steered source); a strong reference there would keep a dropped pipeline alive for as long as
+    its threads run, that is for ever.
+    """
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any, **kwargs: Any) -> T:
+        bound = ref()
+        return dead(*args, **kwargs) if bound is None else bound(*args, **kwargs)
+
+    return call
+
+
+class PipelineIterator:
+    """What ``iter(pipeline)`` returns: the pipeline's batches, and a reference that keeps it running.
+
+    Attribute access falls through to the underlying iterator (the engine).
+    """
+
+    __slots__ = ("_it", "_owner")
+
+    def __init__(self, owner: object, it: Iterator[SampleBatch]) -> None:
+        self._owner = owner
+        self._it = it
+
+    def __iter__(self) -> PipelineIterator:
+        return self
+
+    def __next__(self) -> SampleBatch:
+        return next(self._it)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._it, name)
