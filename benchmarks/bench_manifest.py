@@ -9,7 +9,7 @@ manifest's size on disk:
   (what ``pack_sequences`` produces), microbatch 8: each row names ~15 records and their token
   spans, as in language-model training.
 
-Run: ``python benchmarks/bench_manifest.py``.
+Run: ``python benchmarks/bench_manifest.py`` (the manifest is zephon-observe's: ``pip install -e contrib/zephon-observe``).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def main() -> None:
                     if mode == "on":
                         files = list(Path(tmp).rglob("*.parquet"))
                         size = sum(f.stat().st_size for f in files)
-                        from zephon_core.manifest import Manifest
+                        from zephon_observe.manifest import Manifest
 
                         steps = len(Manifest(tmp).steps())
                 best[mode] = max(best[mode], got)

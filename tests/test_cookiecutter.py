@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
-
-from zephon_core.testing.isolated import build_wheels, new_venv, pip_install
+from zephon_testkit.isolated import build_wheels, new_venv, pip_install
 
 try:
     import tomllib
@@ -116,7 +115,7 @@ def test_template_round_trip(tmp_path: Path) -> None:
     assert not (op_pkg / "src/zephon_dedupe/reader.py").exists()
 
     # The docs' first step, `python -m pip wheel --no-deps --wheel-dir wheels path/to/zephon`: the same
-    # wheel, built once (see zephon_core.testing.isolated), copied into each plugin's wheels/.
+    # wheel, built once (see zephon_testkit.isolated), copied into each plugin's wheels/.
     wheel_cmd, install_cmd = _docs_commands()
     wheel_dir = wheel_cmd[wheel_cmd.index("--wheel-dir") + 1]
     (kernel,) = build_wheels([ROOT], tmp_path / "built")

@@ -5,8 +5,10 @@ their sources (so no build artefact lands in the checkout), installs them with t
 third-party dependencies into a new virtual environment (no system site-packages, no
 ``PYTHONPATH``, run from a temporary folder), and runs a small pipeline there: Parquet written with
 pyarrow, ``Dataset.from_path``, ``tokenize`` with the GPT-2 files shipped inside the zephon-tokenize
-wheel, ``batch``. Its digest must equal the same script's in the development environment. The fast
-cases check the packaging metadata every distribution must carry.
+wheel, ``batch``. Its digest must equal the same script's in the development environment. The
+kernel's wheel carries only the light test kit (``zephon_core.testing``): no fault proxy, no S3
+server, no install-alone helpers, which are zephon-testkit's. The fast cases check the packaging
+metadata every distribution must carry.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
-
-from zephon_core.testing.isolated import clean_env, installed, new_venv, package_dir, pip_install, repository_root
+from zephon_testkit.isolated import clean_env, installed, new_venv, package_dir, pip_install, repository_root
 
 try:
     import tomllib
@@ -102,6 +104,24 @@ def _copy_sources(dest: Path) -> list[Path]:
     return out
 
 
+HEAVY_TEST_TOOLING = ("zephon_core/testing/faultproxy.py", "zephon_core/testing/isolated.py", "zephon_core/testing/s3.py")
+"""What zephon-testkit holds instead of the kernel: the fault proxy, install-alone venvs, S3 on loopback."""
+HEAVY_IMPORT = re.compile(r"^\s*(?:import|from)\s+(?:moto|boto3|botocore|requests)\b", re.M)
+
+
+def _heavy_test_tooling(wheel: Path) -> list[str]:
+    """The kernel wheel's files that belong in zephon-testkit: one of :data:`HEAVY_TEST_TOOLING`, or a
+    module importing an S3 server or an HTTP client library."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        assert "zephon_core/testing/readers.py" in names and "zephon_core/testing/corpus.py" in names, names
+        return sorted(
+            n
+            for n in names
+            if n in HEAVY_TEST_TOOLING or (n.endswith(".py") and HEAVY_IMPORT.search(zf.read(n).decode()))
+        )
+
+
 def _digest(stdout: str) -> str:
     found = re.findall(r"^HASH ([0-9a-f]{64})$", stdout, re.M)
     assert len(found) == 1, stdout
@@ -123,6 +143,8 @@ def test_wheels_install_and_run_in_a_fresh_venv(tmp_path):
         "zephon_parquet",
         "zephon_tokenize",
     ], built
+    (kernel_wheel,) = wheels.glob("zephon_core-*.whl")
+    assert _heavy_test_tooling(kernel_wheel) == [], "the kernel's wheel carries zephon-testkit's parts"
 
     # A bare venv (its own site-packages only); this interpreter's pip installs into it (`--python`),
     # the wheels by path and their dependencies from the index (cached wheels are reused).

@@ -51,9 +51,20 @@ LAYERS: Layers = (
     ),
     ("registry", ("zephon_core.plugins", "zephon_core._builtins")),
     ("built-ins", ("zephon_core.ops.*", "zephon_core.work.*", "zephon_core.storage", "zephon_core.storage.*")),
-    ("runtime", ("zephon_core.runtime", "zephon_core.runtime.*", "zephon_core.manifest")),
-    ("checkpoint", ("zephon_core.checkpoint",)),
-    ("builder", ("zephon_core.pipeline", "zephon_core.builder_methods")),
+    ("checkpoint", ("zephon_core.checkpoint", "zephon_core.checkpoint.*")),
+    ("runtime", ("zephon_core.runtime", "zephon_core.runtime.*")),
+    (
+        "builder",
+        (
+            "zephon_core.pipeline",
+            "zephon_core.builder_methods",
+            "zephon_core.options",
+            "zephon_core.binding",
+            "zephon_core.answers",
+            "zephon_core.steering",
+            "zephon_core.checkpointing",
+        ),
+    ),
     (
         "surface",
         (
@@ -66,12 +77,9 @@ LAYERS: Layers = (
             "zephon_core.testing",
             "zephon_core.testing.*",
             "zephon_core.demo",
-            "zephon_core.profile",
             "zephon_core.progress",
             "zephon_core.stubs",
             "zephon_core.validation",
-            "zephon_core.export",
-            "zephon_core.export.*",
         ),
     ),
 )
@@ -82,11 +90,14 @@ LAYERS: Layers = (
   ``work.contract``, ``work.readers``, sample ids) and the plugin hooks;
 * registry — the plugin manager and the kernel's own registrations;
 * built-ins — the operators, work sources, shuffles and storage readers that implement the contracts;
-* runtime — runners, stages, the engine, and the provenance manifest it writes;
-* checkpoint — the checkpoint format;
-* builder — ``Pipeline`` and its plugin builder methods;
-* surface — what is built on a pipeline: the CLI, profiling, run-time validation, the conformance
-  suite and test helpers, metric exporters, and the lazy re-export modules (``zephon_core``,
+* checkpoint — the checkpoint format: its schema, fingerprint, rank merge and files, and replay (how a
+  lane resumes from it, which the runtime's stages use);
+* runtime — runners, stages, the engine, and the observers it hands delivered batches to (the
+  provenance manifest itself is zephon-observe's);
+* builder — ``Pipeline``, its parts (options, source binding, answers, steering, its side of
+  checkpoints) and its plugin builder methods;
+* surface — what is built on a pipeline: the CLI, run-time validation, the conformance suite and
+  test helpers, and the lazy re-export modules (``zephon_core``,
   ``zephon_core.plugin_api``), whose own imports are all under ``TYPE_CHECKING``.
 """
 
@@ -106,6 +117,9 @@ DEFERRED_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("zephon_core.work.contract", "zephon_core.work.exhaustion"),
         ("zephon_core.work.readers", "zephon_core.storage.location"),
         ("zephon_core.hookspecs", "zephon_core.plugins"),  # the manager a hook may be handed
+        # ... and what an observer is handed: each delivered batch, and the run's options.
+        ("zephon_core.hookspecs", "zephon_core.runtime.types"),
+        ("zephon_core.hookspecs", "zephon_core.options"),
         # options(validate=...) runs the conformance rules on the pipeline's own operators, only when asked.
         ("zephon_core.pipeline", "zephon_core.validation"),
     }

@@ -100,28 +100,3 @@ def test_from_records_with_no_records_says_so(records):
 def test_from_records_accepts_any_iterable_of_records():
     ds = Dataset.from_records("g", ({"i": i} for i in range(5)), shard_size=2)
     assert ds.num_samples == 5 and ds[4] == {"i": 4}
-
-
-def test_a_profile_definition_whose_mixture_does_not_sum_to_one_warns_once_naming_the_definition(tmp_path):
-    from zephon_core.plugins import default_plugin_manager
-    from zephon_core.profile import from_definition
-
-    for name in ("web", "code"):
-        (tmp_path / f"{name}.jsonl").write_text("".join(f'{{"i": {i}}}\n' for i in range(20)))
-    datasets = [{"name": n, "path": f"{n}.jsonl", "format": "jsonl"} for n in ("web", "code")]
-
-    def build(mixture: dict) -> None:
-        definition = {"source": {"datasets": datasets, "mixture": mixture}, "batch": {"microbatch_size": 4}}
-        from_definition(definition, default_plugin_manager(), base=tmp_path)
-
-    with pytest.warns(UserWarning) as caught:
-        build({"web": 3, "code": 1})
-    assert [str(w.message) for w in caught] == [
-        "definition: source.mixture: the weights {'web': 3, 'code': 1} sum to 4, not 1; they are normalised to "
-        "{'web': 0.75, 'code': 0.25}; give shares that sum to 1"
-    ]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        build({"web": 0.75, "code": 0.25})
-    with pytest.raises(ConfigError, match=r"definition: source.mixture must be an object of weights per dataset"):
-        build([0.75, 0.25])

@@ -40,6 +40,7 @@ FIRST_PARTY = (
     "zephon-demo",
     "zephon-vlm-demo",
     "zephon-ray",
+    "zephon-observe",
 )
 
 PLUGIN_SOURCE = """
@@ -128,7 +129,7 @@ def test_first_party_plugins_declare_the_kernels_contract() -> None:
     assert {p: declared[p] for p in installed} == dict.fromkeys(installed, PLUGIN_CONTRACT)
 
 
-@pytest.mark.parametrize("package", (*FIRST_PARTY, "zephon-torch"))
+@pytest.mark.parametrize("package", (*FIRST_PARTY, "zephon-torch", "zephon-testkit"))
 def test_first_party_packages_pin_a_compatible_kernel_range(package: str) -> None:
     folder = next(ROOT / w / package for w in ("plugins", "contrib") if (ROOT / w / package).is_dir())
     text = (folder / "pyproject.toml").read_text()
@@ -161,7 +162,7 @@ def test_plugin_api_lists_its_names_sorted_and_each_is_the_kernels_own() -> None
 
 
 def test_an_unknown_plugin_api_name_says_what_there_is() -> None:
-    with pytest.raises(AttributeError, match=r"'zephon_core.plugin_api' has no attribute 'Stage'; the plugin API is: Config"):
+    with pytest.raises(AttributeError, match=r"'zephon_core.plugin_api' has no attribute 'Stage'; the plugin API is: CHUNK_BITS, Config"):
         plugin_api.Stage  # noqa: B018
 
 

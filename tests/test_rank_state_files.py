@@ -78,7 +78,7 @@ def test_local_folder_resumes_on_other_world_sizes(tmp_path, states_at_cut, refe
 def test_s3_url_resumes_on_other_world_sizes(states_at_cut, reference):
     pytest.importorskip("moto.server", reason="S3 tests need moto[server] (pip install 'moto[server]' s3fs boto3)")
     pytest.importorskip("s3fs")
-    from zephon_core.testing.s3 import moto_s3
+    from zephon_testkit.s3 import moto_s3
 
     with moto_s3("rank-states") as s3:
         url = s3.url("runs/a")

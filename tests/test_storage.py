@@ -1,6 +1,6 @@
 """zephon_core.storage: fsspec roots, the shared node-local shard cache, retries and prefetching.
 
-S3 is exercised against moto's real S3 API server on loopback (see zephon_core.testing.s3).
+S3 is exercised against moto's real S3 API server on loopback (see zephon_testkit.s3).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from zephon_core.storage import (
 
 pytest.importorskip("moto.server", reason="S3 tests need moto[server] (pip install 'moto[server]' s3fs boto3)")
 pytest.importorskip("s3fs")
-from zephon_core.testing.s3 import moto_s3
+from zephon_testkit.s3 import moto_s3
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -196,8 +196,7 @@ def _free_port() -> int:
 def test_transient_outage_is_retried_with_backoff(tmp_path, monkeypatch):
     """The server goes away and comes back on the same port: reads succeed after retries."""
     from moto.server import ThreadedMotoServer
-
-    from zephon_core.testing.s3 import FAKE_ENV
+    from zephon_testkit.s3 import FAKE_ENV
 
     for k, v in FAKE_ENV.items():
         monkeypatch.setenv(k, v)

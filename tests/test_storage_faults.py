@@ -2,7 +2,7 @@
 
 A real pipeline (JSON Lines and Parquet through the real ``zephon_jsonl`` / ``zephon_parquet``
 readers) reads a dataset from moto's S3 server twice: directly, and through
-:class:`~zephon_core.testing.faultproxy.FaultProxy`, which breaks every few answers on the wire.
+:class:`~zephon_testkit.faultproxy.FaultProxy`, which breaks every few answers on the wire.
 Both runs must give hash-identical global batches, and the proxy must really have injected every
 kind of fault. The client's own retries are turned off (botocore ``total_max_attempts=1``, s3fs
 ``retries=1``) and its socket timeout set far above Zephon's ``read_timeout``, so what is tested is
@@ -33,8 +33,8 @@ s3fs = pytest.importorskip("s3fs")
 pytest.importorskip("zephon_jsonl")
 pytest.importorskip("zephon_parquet")
 
-from zephon_core.testing.faultproxy import Fault, FaultProxy, always, cycle, never, seeded, via  # noqa: E402
-from zephon_core.testing.s3 import moto_s3  # noqa: E402
+from zephon_testkit.faultproxy import Fault, FaultProxy, always, cycle, never, seeded, via  # noqa: E402
+from zephon_testkit.s3 import moto_s3  # noqa: E402
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -148,7 +148,8 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path) -> None:
 
 def _kernel_core_files() -> list[Path]:
     core = ROOT / "zephon_core"
-    return [core / "pipeline.py", *sorted((core / "runtime").glob("*.py")), *sorted((core / "conformance").glob("*.py"))]
+    builder = [core / f"{m}.py" for m in ("pipeline", "options", "binding", "answers", "steering", "checkpointing")]
+    return [*builder, *sorted((core / "runtime").glob("*.py")), *sorted((core / "conformance").glob("*.py"))]
 
 
 @pytest.mark.parametrize("path", _kernel_core_files(), ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -1,8 +1,8 @@
-"""The kernel's own readers, operators and runners, registered like any plugin's."""
+"""The kernel's own readers, operators, runners and ``zephon`` commands, registered like any plugin's."""
 
 from __future__ import annotations
 
-from zephon_core.hookspecs import ReaderRegister, Register, hookimpl
+from zephon_core.hookspecs import KINDS, ReaderRegister, Register, Subparsers, hookimpl
 
 ZEPHON_CONTRACT = (1, 0)
 """Checked like any plugin's (so the check itself runs on every manager)."""
@@ -60,3 +60,70 @@ def zephon_register_readers(register: ReaderRegister) -> None:
         detect=None,
         description="records held in memory (Dataset.from_records)",
     )
+
+
+FORMAT_HELP = "the data format, skipping detection (one of the installed readers: see zephon plugins)"
+
+
+@hookimpl
+def zephon_register_commands(subparsers: Subparsers) -> None:
+    """The kernel's commands, through the same hook as any package's (the bodies are lazy strings).
+
+    ``index``, ``show`` and ``inspect`` are about storage and may move to a package of their own; the
+    CLI would not notice, since it only ever sees what this hook adds.
+    """
+    p = subparsers.add_parser("plugins", help="list installed readers, operators, runners, demos and observers")
+    p.add_argument("--kind", choices=list(KINDS), help="list only this kind")
+    p.set_defaults(fn="zephon_core.cli:plugins_command")
+
+    p = subparsers.add_parser("show", help="print the first samples of a dataset and the schema they show")
+    p.add_argument("path", help="a dataset folder, file or fsspec URL")
+    p.add_argument("-n", type=int, default=5, help="how many samples to print (default 5)")
+    p.add_argument("--format", help=FORMAT_HELP)
+    p.set_defaults(fn="zephon_core.cli_data:show")
+    p = subparsers.add_parser("inspect", help="print a dataset's format, its shards with their sizes, and totals")
+    p.add_argument("path", help="a dataset folder, file or fsspec URL")
+    p.add_argument("--format", help=FORMAT_HELP)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.set_defaults(fn="zephon_core.cli_data:inspect_dataset")
+
+    p = subparsers.add_parser(
+        "index",
+        help="build the index and manifest of a dataset ahead of time; optionally checksum and validate it",
+    )
+    p.add_argument("path", help="a dataset folder, file or fsspec URL")
+    p.add_argument("--format", help=FORMAT_HELP)
+    p.add_argument(
+        "--checksum", action="store_true", help="record each file's SHA-256 in the manifest (for verify='checksum')"
+    )
+    p.add_argument(
+        "--validate",
+        action="store_true",
+        help="read every record, decode its fields with the installed field validators (e.g. images with "
+        "zephon-vision), and list the bad ones (exit status 1 if any)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="files indexed at once, in threads, and worker processes for --validate (default: CPUs)",
+    )
+    p.set_defaults(fn="zephon_core.cli_index:build")
+
+    p = subparsers.add_parser("stubs", help="write a type stub of the Pipeline builder that includes plugin operators")
+    p.add_argument(
+        "-o",
+        "--output",
+        default="typings",
+        help="folder to write the stub package into (default ./typings; - prints the stub instead)",
+    )
+    p.set_defaults(fn="zephon_core.cli_meta:stubs")
+
+    p = subparsers.add_parser("demo", help="run the demo pipeline and check its determinism")
+    p.add_argument("--lanes", type=int, default=4, help="lanes of the kernel demo (default 4)")
+    p.add_argument("--quick", action="store_true", help="a shorter run")
+    p.add_argument("--kernel", action="store_true", help="the kernel-only demo (no plugins needed)")
+    p.add_argument("demo", nargs="?", metavar="NAME", help="which installed demo to run, e.g. zephon demo vlm (same as --name)")
+    p.add_argument("--name", help="which installed demo to run (default: text)")
+    p.add_argument("--list", action="store_true", help="list the installed demos and exit")
+    p.set_defaults(fn="zephon_core.cli:demo_command")

@@ -3,12 +3,14 @@
 The ``zephon_register_*`` hooks receive a ``register`` callback and call it once per thing
 provided, with keyword arguments (the llm pattern). Registration is validated in one place
 (:mod:`zephon_core.plugins`). Factories may be given as lazy ``"module:attr"`` strings so ``import
-zephon_core`` stays cheap. One hook is not a registration: ``zephon_metrics`` receives running
-pipelines' metric snapshots (for dashboards).
+zephon_core`` stays cheap. Two hooks are not registrations: ``zephon_metrics`` receives running
+pipelines' metric snapshots (for dashboards), and ``zephon_register_commands`` is handed the
+``zephon`` command line's argparse subparsers to add subcommands to (the datasette/llm
+``register_commands`` pattern: the kernel's own commands come through it too).
 
-The callbacks are typed by the :class:`Register`, :class:`ReaderRegister`, :class:`DemoRegister`
-and :class:`ValidatorRegister` protocols, so a plugin author's editor and type checker catch a misspelled or
-missing argument. Their parameters are keyword-only: a registration reads as a record, and the
+The callbacks are typed by the :class:`Register`, :class:`ReaderRegister`, :class:`DemoRegister`,
+:class:`ValidatorRegister` and :class:`ObserverRegister` protocols, so a plugin author's editor and
+type checker catch a misspelled or missing argument. Their parameters are keyword-only: a registration reads as a record, and the
 kernel can add optional fields later without breaking any plugin.
 
 A plugin module looks like::
@@ -23,12 +25,17 @@ A plugin module looks like::
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import pluggy
 
 if TYPE_CHECKING:
+    import argparse
+
+    from zephon_core.options import Options
     from zephon_core.plugins import ZephonPluginManager
+    from zephon_core.runtime.types import SampleBatch
+    from zephon_core.work.contract import WorkSource
 
 PROJECT = "zephon"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -51,6 +58,10 @@ range (``0.1`` to ``0.2`` before 1.0), which plugins pin in their dependencies
 (``zephon-core>=0.1,<0.2``), so pip rarely lets it come to this error.
 """
 
+Kind = Literal["reader", "operator", "runner", "demo", "validator", "observer"]
+"""What a ``zephon_register_*`` hook registers (``zephon plugins --kind``); commands are not registry entries."""
+KINDS: tuple[Kind, ...] = ("reader", "operator", "runner", "demo", "validator", "observer")
+
 Factory: TypeAlias = Callable[..., Any] | str
 """A callable, or a lazy ``"module:attr"`` string naming one (imported only when first used)."""
 
@@ -72,6 +83,56 @@ whose message is the reason (``ValueError`` for a value that does not decode) wh
 its kind but does not decode. It runs on every field of every record, so deciding "not mine" must
 cost next to nothing (a type test, a look at the first bytes).
 """
+
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What :func:`zephon_register_commands` is handed: the ``zephon`` command's subparsers, to ``add_parser`` to."""
+
+
+class CommandMain(Protocol):
+    """What a subcommand runs: ``p.set_defaults(fn=...)`` with this, or a ``"module:attr"`` string naming one.
+
+    ``args`` is the parsed command line; ``plugins`` is the invocation's one manager (what ``zephon
+    plugins`` lists). It returns the exit status; a :class:`~zephon_core.errors.ZephonError` it raises
+    is printed as one ``zephon: error: ...`` line with status 2.
+    """
+
+    def __call__(self, args: argparse.Namespace, plugins: ZephonPluginManager) -> int: ...
+
+
+class Observer(Protocol):
+    """What an observer factory returns: it sees every microbatch one pipeline delivers.
+
+    The pipeline calls :meth:`record` with each microbatch before handing it to the training loop
+    (on the training loop's thread, so it must be quick: hand slow work to a thread of its own),
+    ``flush()`` when the data runs out, ``flush(wait=True)`` in ``state_dict()`` (so what was
+    observed before a checkpoint is safe when it returns) and :meth:`close` in ``close()``. An
+    exception it raises reaches the training loop: an observer that cannot do its job stops the run
+    rather than silently missing steps.
+    """
+
+    def record(self, batch: SampleBatch) -> None: ...
+
+    def flush(self, wait: bool = False) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ObserverFactory(Protocol):
+    """``factory(value, options=, source=, lanes_per_rank=)``: start observing one pipeline run.
+
+    ``value`` is the option's value (``options(manifest=PATH)``: the path); ``options`` all the
+    pipeline's :class:`~zephon_core.Options` (an observer may read its companion options,
+    such as ``manifest_every_steps``, and ``dp_rank``); ``source`` the calibrated work source the run
+    reads; ``lanes_per_rank`` the microbatches of one global step on this rank.
+    """
+
+    def __call__(self, value: Any, *, options: Options, source: WorkSource, lanes_per_rank: int) -> Observer: ...
+
+
+OptionCheck: TypeAlias = Callable[[Any], None] | str
+"""``check(value)``: validate an observer option's value when it is set (raise
+:class:`~zephon_core.errors.ConfigError` with a one-line reason), before any pipeline runs."""
 
 
 class DemoMain(Protocol):
@@ -118,6 +179,14 @@ class ValidatorRegister(Protocol):
     """The ``register`` callback of :func:`zephon_register_validators`; ``factory`` is a :data:`FieldCheck`."""
 
     def __call__(self, *, name: str, factory: FieldCheck, description: str = "") -> None: ...
+
+
+class ObserverRegister(Protocol):
+    """The ``register`` callback of :func:`zephon_register_observers`; ``factory`` is an :class:`ObserverFactory`."""
+
+    def __call__(
+        self, *, name: str, factory: ObserverFactory | str, check: OptionCheck | None = None, description: str = ""
+    ) -> None: ...
 
 
 @hookspec
@@ -182,4 +251,30 @@ def zephon_metrics(snapshot: dict[str, Any]) -> None:
     exception is reported once as a warning and otherwise ignored. Implement it in a plugin to send
     every pipeline's figures to a dashboard; for one pipeline, ``options(metrics_callback=fn)`` is
     simpler. Nothing runs (no thread) unless a callback or an implementation of this hook exists.
+    """
+
+
+@hookspec
+def zephon_register_observers(register: ObserverRegister) -> None:
+    """Register pipeline observers by option name: ``register(name=, factory=, check=, description=)``.
+
+    ``name`` is the :class:`~zephon_core.Options` field that turns the observer on: when
+    ``options(<name>=value)`` is set (not None), the pipeline calls ``factory(value, options=,
+    source=, lanes_per_rank=)`` as it starts and hands every delivered microbatch to the
+    :class:`Observer` it returns. ``check(value)`` runs when the option is set, so a bad value, or a
+    missing dependency of the observer, fails at ``options()`` rather than once the run is going.
+    zephon-observe registers ``manifest`` this way (the provenance manifest); without it installed,
+    ``options(manifest=...)`` is an error naming the package. Both may be ``"module:attr"`` strings.
+    """
+
+
+@hookspec
+def zephon_register_commands(subparsers: Subparsers) -> None:
+    """Add ``zephon`` subcommands: ``p = subparsers.add_parser(name, help=...)``, its arguments, then
+    ``p.set_defaults(fn=...)`` with a :class:`CommandMain` (or a ``"module:attr"`` string naming one).
+
+    Every subcommand, the kernel's own too, comes through this hook, so ``zephon --help`` lists
+    exactly what the installed packages bring. Keep the hook itself cheap: it runs on every ``zephon``
+    invocation, so build only the parser here and import the command's code in ``fn`` (a lazy string
+    does that). A command name two packages both add is an error naming them.
     """

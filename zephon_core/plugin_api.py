@@ -32,17 +32,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "CHUNK_BITS": "zephon_core.work.ids",
     "ConfigError": "zephon_core.errors",
+    "Diagnosis": "zephon_core.runtime.diagnose",
     "Emitted": "zephon_core.ops.contract",
     "ItemFailure": "zephon_core.ops.contract",
     "Lineage": "zephon_core.ops.contract",
     "MapTransform": "zephon_core.ops.mapping",
+    "OFFSET_BITS": "zephon_core.work.ids",
     "OperatorError": "zephon_core.errors",
     "PLUGIN_CONTRACT": "zephon_core.hookspecs",
     "PassThrough": "zephon_core.ops.mapping",
     "Payload": "zephon_core.ops.contract",
+    "Progress": "zephon_core.progress",
     "Reader": "zephon_core.work.readers",
     "SourceInfo": "zephon_core.work.contract",
+    "Ticker": "zephon_core.progress",
     "WorkerCrashedError": "zephon_core.errors",
     "WorkerFn": "zephon_core.ops.contract",
     "ZephonError": "zephon_core.errors",
@@ -53,24 +58,34 @@ _EXPORTS: dict[str, str] = {
     "datasets_of": "zephon_core.work.ids",
     "default_collate": "zephon_core.runtime.batch",
     "default_plugin_manager": "zephon_core.plugins",
+    "diagnose": "zephon_core.runtime.diagnose",
+    "load_object": "zephon_core.plugins",
     "mix64": "zephon_core.hashing",
+    "not_normalised": "zephon_core.work.mixture",
+    "splitmix64": "zephon_core.hashing",
     "stable_hash64": "zephon_core.hashing",
     "uniforms": "zephon_core.hashing",
+    "windowed": "zephon_core.runtime.metrics",
 }
 """Where each name lives today: the one place to update when a kernel module moves."""
 
 __all__ = [
+    "CHUNK_BITS",
     "ConfigError",
+    "Diagnosis",
     "Emitted",
     "ItemFailure",
     "Lineage",
     "MapTransform",
+    "OFFSET_BITS",
     "OperatorError",
     "PLUGIN_CONTRACT",
     "PassThrough",
     "Payload",
+    "Progress",
     "Reader",
     "SourceInfo",
+    "Ticker",
     "WorkerCrashedError",
     "WorkerFn",
     "ZephonError",
@@ -81,9 +96,14 @@ __all__ = [
     "datasets_of",
     "default_collate",
     "default_plugin_manager",
+    "diagnose",
+    "load_object",
     "mix64",
+    "not_normalised",
+    "splitmix64",
     "stable_hash64",
     "uniforms",
+    "windowed",
 ]
 
 
@@ -106,12 +126,16 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from zephon_core.errors import ConfigError, OperatorError, WorkerCrashedError, ZephonError
-    from zephon_core.hashing import mix64, stable_hash64, uniforms
+    from zephon_core.hashing import mix64, splitmix64, stable_hash64, uniforms
     from zephon_core.hookspecs import PLUGIN_CONTRACT
     from zephon_core.ops.contract import Emitted, ItemFailure, Lineage, Payload, WorkerFn, apply_each, callable_name
     from zephon_core.ops.mapping import MapTransform, PassThrough
-    from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
+    from zephon_core.plugins import ZephonPluginManager, default_plugin_manager, load_object
+    from zephon_core.progress import Progress, Ticker
     from zephon_core.runtime.batch import default_collate
+    from zephon_core.runtime.diagnose import Diagnosis, diagnose
+    from zephon_core.runtime.metrics import windowed
     from zephon_core.work.contract import SourceInfo
-    from zephon_core.work.ids import dataset_of, datasets_of
+    from zephon_core.work.ids import CHUNK_BITS, OFFSET_BITS, dataset_of, datasets_of
+    from zephon_core.work.mixture import not_normalised
     from zephon_core.work.readers import Reader

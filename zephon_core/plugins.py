@@ -1,4 +1,4 @@
-"""Plugin discovery and the registry of readers, operators, runners and demos.
+"""Plugin discovery and the registry of readers, operators, runners, demos, validators and observers.
 
 Plugins are found through the ``zephon`` entry-point group (each entry point names a module or
 object holding ``@hookimpl`` functions), loaded by pluggy's own
@@ -17,18 +17,18 @@ import importlib
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from zephon_core import hookspecs
 from zephon_core.errors import ConfigError, PluginError, ReaderError
+from zephon_core.hookspecs import KINDS as KINDS  # re-exported: the kinds are defined with the hooks
+from zephon_core.hookspecs import Kind as Kind
 
 if TYPE_CHECKING:
+    from zephon_core.hookspecs import Subparsers
     from zephon_core.work.readers import Reader
-
-Kind = Literal["reader", "operator", "runner", "demo", "validator"]
-KINDS: tuple[Kind, ...] = ("reader", "operator", "runner", "demo", "validator")
 
 KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("operator", "tokenize"): "zephon-tokenize",
@@ -47,10 +47,14 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     **{("operator", op): "zephon-vision" for op in ("decode_image", "resize", "center_crop", "random_resized_crop", "horizontal_flip", "normalize", "patchify")},
     ("demo", "text"): "zephon-demo",
     ("demo", "vlm"): "zephon-vlm-demo",
+    ("observer", "manifest"): "zephon-observe",
+    ("command", "profile"): "zephon-observe",
+    ("command", "manifest"): "zephon-observe",
 }
-"""First-party names, so a missing plugin's error can say which package to install."""
+"""First-party names, so a missing plugin's error can say which package to install (``"command"``:
+``zephon`` subcommands, which are not registry entries but are named the same way)."""
 
-CONTRIB: frozenset[str] = frozenset({"zephon-demo", "zephon-ray", "zephon-torch", "zephon-vlm-demo"})
+CONTRIB: frozenset[str] = frozenset({"zephon-demo", "zephon-observe", "zephon-ray", "zephon-torch", "zephon-vlm-demo"})
 """First-party distributions kept under ``contrib/`` of the repository (the others are under ``plugins/``)."""
 
 
@@ -357,6 +361,7 @@ class ZephonPluginManager:
             ("runner", self.pm.hook.zephon_register_runners),
             ("demo", self.pm.hook.zephon_register_demos),
             ("validator", self.pm.hook.zephon_register_validators),
+            ("observer", self.pm.hook.zephon_register_observers),
         )
         for kind, hook in hooks:
             for impl in hook.get_hookimpls():
@@ -370,7 +375,7 @@ class ZephonPluginManager:
         ``DemoRegister``); it is checked again here because a plugin need not be type-checked, and
         a mistake should be an error naming the package, not a ``TypeError`` from inside pluggy.
         """
-        allowed = {"detect", "index"} if kind == "reader" else set()
+        allowed = {"reader": {"detect", "index"}, "observer": {"check"}}.get(kind, set())
 
         def register(*args: Any, **kwargs: Any) -> None:
             if args:
@@ -392,6 +397,38 @@ class ZephonPluginManager:
             self.registry.add(Registration(kind, name, factory, package, version, description, kwargs))
 
         return register
+
+    def add_commands(self, subparsers: Subparsers) -> dict[str, tuple[str, str]]:
+        """Let every plugin add its ``zephon`` subcommands (``zephon_register_commands``), kernel first.
+
+        Returns each command's ``(package, version)``, so the CLI can say where a command comes
+        from. The hooks run in registration order (the kernel's built-ins, then the entry points,
+        then plugins given in code), so ``zephon --help`` lists the kernel's commands first.
+
+        Raises:
+            PluginError: two packages add a command of the same name (naming both), or a hook failed.
+        """
+        import argparse  # here, not at the top: building a pipeline never needs it
+
+        owners: dict[str, tuple[str, str]] = {}
+        for impl in self.pm.hook.zephon_register_commands.get_hookimpls():
+            package, version = self._package_of(impl.plugin)
+            before = dict(subparsers.choices)
+            try:
+                impl.function(subparsers=subparsers)
+            except argparse.ArgumentError as exc:  # argparse refuses a name already taken (3.11+)
+                name = exc.message.rsplit(" ", 1)[-1]
+                other = owners.get(name, ("another plugin", ""))[0]
+                raise PluginError(f"{package}: zephon command {name} is added twice: by {other} and by {package}") from exc
+            replaced = [n for n, p in before.items() if subparsers.choices.get(n) is not p]
+            if replaced:  # older argparse replaces silently
+                name = replaced[0]
+                raise PluginError(
+                    f"{package}: zephon command {name!r} is added twice: by {owners[name][0]} and by {package}"
+                )
+            for name in [n for n in subparsers.choices if n not in before]:  # in the order added
+                owners[name] = (package, version)
+        return owners
 
     def listing(self) -> list[dict[str, str]]:
         """Every registration as rows: name, kind, package, version, description."""

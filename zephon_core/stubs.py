@@ -8,9 +8,11 @@ mypy (``mypy_path = "typings"``) read instead of the package's own ``__init__`` 
 - ``__init__.pyi`` re-exports every public name of ``zephon_core`` (its ``__all__``) from the real
   submodules, which the type checker keeps reading from the installed package;
 - ``pipeline.pyi`` is made from the source of :mod:`zephon_core.pipeline` itself (its imports,
-  ``Options``, every public method of ``Pipeline`` with its annotations and docstring), so it never
-  drifts from the code, plus one method per registered operator with its factory's signature. It
-  has no catch-all ``__getattr__``: a misspelled operator is an error for the type checker.
+  ``Options``, every public method of ``Pipeline`` with its annotations and docstring, including
+  those of the parts it is assembled from, :mod:`zephon_core.binding`, :mod:`zephon_core.answers`,
+  ...), so it never drifts from the code, plus one method per registered operator with its factory's
+  signature. It has no catch-all ``__getattr__``: a misspelled operator is an error for the type
+  checker.
 
 Regenerate after installing or removing plugins.
 """
@@ -159,8 +161,85 @@ def pipeline_stub(plugins: ZephonPluginManager) -> str:
         doc = inspect.getdoc(factory) or reg.description or f"The {name!r} operator."
         doc += f"\n\nOperator {name!r}, registered by {reg.package} {reg.version}."
         methods.append(_operator_method(name, factory, doc, namespace))
-    source = inspect.getsource(pipeline_module)
+    source = _assembled_source(pipeline_module)
     return f"{HEADER}\nimport typing as _typing\n{module_stub(source, {BUILDER: methods})}"
+
+
+def _imports(tree: ast.Module) -> list[ast.stmt]:
+    """A module's top-level imports, also those under ``TYPE_CHECKING`` (``__future__`` left out)."""
+    out: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            out.extend(n for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom)))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and not (
+            isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        ):
+            out.append(node)
+    return out
+
+
+def _without_names(node: ast.stmt, names: set[str], module: str) -> ast.stmt | None:
+    """``node`` without the aliases that bind ``names`` or import from ``module`` (None when nothing is left)."""
+    if isinstance(node, ast.ImportFrom):
+        if node.module == module:
+            return None
+        node.names = [a for a in node.names if (a.asname or a.name) not in names]
+        return node if node.names else None
+    return node
+
+
+def _assembled_source(pipeline_module: Any) -> str:
+    """The source of :mod:`zephon_core.pipeline` with ``Pipeline``'s parts folded in, as one module.
+
+    ``Pipeline`` is assembled from part classes defined in other modules (``zephon_core.pipeline.PARTS``):
+    their public methods are written into the stub's ``Pipeline`` itself, so the stub declares the
+    whole class in one place, as ``help(Pipeline)`` shows it. The classes ``zephon_core.pipeline`` re-exports (its
+    ``__all__``, e.g. ``Options``) are written into the stub too, so that ``zephon_core.pipeline.Options``
+    is declared where ``zephon_core/__init__.pyi`` imports it from. The imports of those modules come
+    along, so the annotations they use resolve.
+    """
+    name = pipeline_module.__name__
+    parts: list[type] = list(getattr(pipeline_module, "PARTS", ()))
+    inlined = [
+        v
+        for n in getattr(pipeline_module, "__all__", ())
+        if inspect.isclass(v := getattr(pipeline_module, n)) and v.__module__ != name and v not in parts
+    ]
+    moved = {k.__name__ for k in inlined}
+    tree = ast.parse(inspect.getsource(pipeline_module))
+    imports: list[ast.stmt] = []
+    for node in _imports(tree):
+        kept = _without_names(node, moved, name)
+        if kept is not None:
+            imports.append(kept)
+    classes: list[ast.stmt] = []
+    part_methods: list[ast.stmt] = []
+    for cls in (*inlined, *parts):
+        module = inspect.getmodule(cls)
+        assert module is not None, cls
+        other = ast.parse(inspect.getsource(module))
+        for node in _imports(other):
+            kept = _without_names(node, moved, name)
+            if kept is not None:
+                imports.append(kept)
+        found = next(n for n in other.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+        if cls in parts:
+            part_methods.extend(n for n in found.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+        else:
+            classes.append(found)
+    unique = list({ast.unparse(i): i for i in imports}.values())
+    body: list[ast.stmt] = [*unique, *classes]
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or (
+            isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        ):
+            continue
+        if isinstance(node, ast.ClassDef) and node.name == BUILDER:
+            own = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            node.bases, node.decorator_list = [], []  # its parts are folded in: one class, as at run time
+            node.body.extend(m for m in part_methods if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name not in own)
+        body.append(node)
+    return ast.unparse(ast.fix_missing_locations(ast.Module(body, type_ignores=[])))
 
 
 def _is_operator(value: Any) -> bool:

@@ -138,12 +138,15 @@ class Traits:
         has_worker: False when the accumulator emits finished :class:`Records` only (e.g. shuffle).
         stateful: holds records across pushes (so flushes and replay matter).
         resets_on_flush: returns to a fresh state at each flush sentinel (all but ``batch``).
+        reads_pointers: turns the source's pointers into records (the fetch stage): on a runner that
+            crosses processes, a fused group may start with it.
     """
 
     fanout: Literal["one", "many"] = "one"
     has_worker: bool = True
     stateful: bool = False
     resets_on_flush: bool = True
+    reads_pointers: bool = False
 
 
 WorkerFn = Callable[[Any], Sequence[Any]]

@@ -98,7 +98,7 @@ class FetchStage:
 
     name = "fetch"
     kind = "fetch"
-    traits = Traits(fanout="one")
+    traits = Traits(fanout="one", reads_pointers=True)
 
     def __init__(self, parallelism: int = 1, runner: str | None = None, timeout_s: float | None = None) -> None:
         if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:

@@ -45,7 +45,6 @@ from zephon_core.ops.contract import (
     mark_fused_failure,
     passes_through,
 )
-from zephon_core.runtime.fetch import FetchStage
 from zephon_core.runtime.runners import runner_crosses_processes
 
 
@@ -62,7 +61,7 @@ def _pass_through(spec: Any) -> PassesThrough | None:
 
 def fusable_head(spec: Any) -> bool:
     """Whether a step can start a fused group: the fetch stage, or a pass-through step."""
-    return isinstance(spec, FetchStage) or _pass_through(spec) is not None
+    return spec.traits.reads_pointers or _pass_through(spec) is not None
 
 
 class FusedAccumulator:

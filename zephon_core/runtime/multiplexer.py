@@ -20,14 +20,6 @@ from zephon_core.runtime.metrics import ConsumerMetrics
 from zephon_core.runtime.replay import LaneStart, ResumePoint
 from zephon_core.runtime.types import SampleBatch
 
-URGENT_IN_FLIGHT = 16
-"""Messages of the lane the training loop waits for that may be in flight while the feeder still puts that
-lane first. The outlook counts a lane's messages that have not arrived as microbatches to come, but
-records an accumulator holds (a packer's open rows, ``ensure_mixture``'s hold) keep their messages
-"in flight" without output: without this, the feeder would feed every other lane while the loop
-waits for that one (gaps of many seconds with dozens of lanes). The bound keeps the pile that
-feeding one lane early leaves at the multiplexer small."""
-
 
 class Multiplexer:
     """Reads the terminal stage's queue (in the consumer's thread) and yields whole rounds."""
@@ -54,7 +46,6 @@ class Multiplexer:
         self.pos = lanes.index(fewest)
         self.arrived = {lane: -1 for lane in lanes}  # seq of the lane's last message to arrive here
         self.yielded = {lane: 0 for lane in lanes}  # microbatches that arrived
-        self.waiting: int | None = None  # the lane the training loop is blocked on (read by the feeder)
         self.finished = False
         self.started = False
         self.consumer = ConsumerMetrics()
@@ -72,8 +63,6 @@ class Multiplexer:
         """Microbatches of ``lane`` expected here: those waiting, and those its ``sent`` feeder messages
         not yet arrived should yield at the lane's rate so far (the feeder feeds the lowest first)."""
         arrived = self.arrived[lane] + 1
-        if lane == self.waiting and sent - arrived <= URGENT_IN_FLIGHT:
-            return -1.0  # the training loop waits for this lane: feed it first
         rate = self.yielded[lane] / arrived if arrived else 0.0
         return len(self.ready[lane]) + max(0, sent - arrived) * rate
 
@@ -97,11 +86,8 @@ class Multiplexer:
     def _available(self, lane: int) -> bool:
         while not self.ready[lane]:
             if lane in self.ended:
-                self.waiting = None
                 return False
-            self.waiting = lane
             self._pull()
-        self.waiting = None
         return True
 
     def _too_small(self) -> None:

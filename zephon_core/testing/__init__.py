@@ -15,11 +15,15 @@ what they share lives here, importable wherever the kernel is installed:
   :class:`~zephon_core.testing.fixtures.LayoutFaults`); :mod:`zephon_core.testing.tagged` — the
   tagged-JSON encoding of their expected values (numpy only, also used by the fixture writers).
 * :mod:`zephon_core.testing.packing` — token documents and a checker for packing operators.
-* :mod:`zephon_core.testing.s3` — a real S3 API (moto) on loopback.
-* :mod:`zephon_core.testing.isolated` — install one package alone into a fresh virtual environment.
+* :mod:`zephon_core.testing.workers` — worker functions that fail, die or hang on one record, for
+  runner tests.
+
+This is the light kit: all a plugin author needs to test an operator or a reader. What needs a
+server or fresh virtual environments is a separate distribution, ``zephon-testkit`` (in
+``contrib/``): S3 on loopback (moto), the fault-injecting HTTP proxy, the install-alone helpers.
 
 The shared test classes are not collected until subclassed by a ``Test*`` class. Importing this
-package imports nothing; ``corpus``, ``tagged`` and ``isolated`` need neither pytest nor hypothesis.
+package imports nothing; ``corpus`` and ``tagged`` need neither pytest nor hypothesis.
 """
 
 from __future__ import annotations

@@ -430,7 +430,8 @@ class ColumnarReaderFaults(FileReaderFaults):
     """:class:`FileReaderFaults` plus what a columnar format with a footer must catch.
 
     Subclass with ``label`` (the format's name in "not a readable <label> file") and ``replaced``
-    (the error for a file rewritten after listing) too.
+    (the error for a file rewritten after listing) too. The same tests plus an unreadable object on
+    S3 (moto's server on loopback) are ``zephon_testkit.readers.S3ColumnarReaderFaults``.
     """
 
     __test__ = False
@@ -462,24 +463,6 @@ class ColumnarReaderFaults(FileReaderFaults):
         self.write(one_file / f"part{self.suffix}", docs[:10])
         with pytest.raises(ReaderError, match=rf"{self.part}: {self.replaced}"):
             ds.reader.read(0, np.array([5]))
-
-    def test_unreadable_remote_object(self, tmp_path: Path, docs: list[Record]) -> None:
-        pytest.importorskip("moto.server")
-        from zephon_core.testing.s3 import moto_s3
-
-        bucket = f"{self.dataset_format}-bad"
-        with moto_s3(bucket) as s3:
-            s3.put(f"d/bad{self.suffix}", b"\0" * 1000)
-            opts: dict[str, Any] = {"format": self.dataset_format, "storage_options": s3.storage_options}
-            with pytest.raises(ReaderError, match=rf"s3://{bucket}/d/bad{re.escape(self.suffix)}: {self.unreadable}"):
-                Dataset.from_path("x", s3.url("d"), **opts)
-            local = tmp_path / f"ok{self.suffix}"
-            self.write(local, docs[:100])
-            s3.put(f"e/ok{self.suffix}", local.read_bytes())
-            ds = Dataset.from_path("x", s3.url("e"), **opts)
-            s3.client.delete_object(Bucket=s3.bucket, Key=f"e/ok{self.suffix}")
-            with pytest.raises(ReaderError, match=rf"s3://{bucket}/e/ok{re.escape(self.suffix)}: not found"):
-                ds.reader.read(0, np.array([1]))
 
     def test_manifest_catches_missing_extra_and_changed_files(self, tmp_path: Path, docs: list[Record]) -> None:
         folder = tmp_path / "m"

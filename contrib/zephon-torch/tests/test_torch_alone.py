@@ -13,8 +13,7 @@ import os
 import shutil
 
 import pytest
-
-from zephon_core.testing.isolated import install_alone, installed, repository_root, run_script
+from zephon_testkit.isolated import install_alone, installed, repository_root, run_script
 
 SCRIPT = r"""
 import os, sys, tempfile

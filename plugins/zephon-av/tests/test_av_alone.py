@@ -4,8 +4,7 @@ PyAV and numpy, no torch, no Pillow, no transformers (a test extra)."""
 from __future__ import annotations
 
 import pytest
-
-from zephon_core.testing.isolated import check_alone
+from zephon_testkit.isolated import check_alone
 
 SCRIPT = r"""
 import socket

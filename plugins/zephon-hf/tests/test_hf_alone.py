@@ -10,8 +10,7 @@ first, as pip would install it from an index.
 from __future__ import annotations
 
 import pytest
-
-from zephon_core.testing.isolated import (
+from zephon_testkit.isolated import (
     build_wheels,
     clean_env,
     install_alone,

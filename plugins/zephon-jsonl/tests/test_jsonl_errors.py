@@ -145,7 +145,7 @@ class TestJsonlFaults(FileReaderFaults):
 
     def test_unreadable_remote_object(self, tmp_path: Path, docs: list[dict]) -> None:
         pytest.importorskip("moto.server")
-        from zephon_core.testing.s3 import moto_s3
+        from zephon_testkit.s3 import moto_s3
 
         with moto_s3("jsonl-bad") as s3:
             s3.put("d/part.jsonl", lines(docs))

@@ -101,7 +101,7 @@ def test_memory_dataset_keeps_its_index_in_the_cache(tmp_path, docs):
 
 def test_s3_dataset_and_uploaded_index(tmp_path, corpus_dir):
     pytest.importorskip("moto.server")
-    from zephon_core.testing.s3 import moto_s3
+    from zephon_testkit.s3 import moto_s3
 
     root, shards = corpus_dir
     Dataset.from_path("local", str(root))  # builds the .zidx files that are uploaded with the data

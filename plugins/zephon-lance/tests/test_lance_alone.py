@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from zephon_core.testing.isolated import check_alone
+from zephon_testkit.isolated import check_alone
 
 SCRIPT = r"""
 import os, sys, tempfile

@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from zephon_core.testing.isolated import check_alone, clean_env
+from zephon_testkit.isolated import check_alone, clean_env
 
 DATA = Path(__file__).resolve().parent / "fixtures" / "data"
 

@@ -149,7 +149,7 @@ def test_s3_through_the_node_cache(variant, data_dir, expected, tagger, tmp_path
     """Chunks on a real S3 API (moto on loopback) are downloaded once into the node cache and read."""
     pytest.importorskip("moto")
     pytest.importorskip("s3fs")
-    from zephon_core.testing.s3 import moto_s3
+    from zephon_testkit.s3 import moto_s3
 
     exp = expected(variant)
     with moto_s3() as s3:

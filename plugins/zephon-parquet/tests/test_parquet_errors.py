@@ -8,14 +8,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from zephon_testkit.readers import S3ColumnarReaderFaults
 
 from zephon_core import Dataset, ReaderError
-from zephon_core.testing.readers import ColumnarReaderFaults, run_cli
+from zephon_core.testing.readers import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
 
-class TestParquetFaults(ColumnarReaderFaults):
+class TestParquetFaults(S3ColumnarReaderFaults):
     dataset_format = "parquet"
     suffix = ".parquet"
     label = "Parquet"

@@ -4,8 +4,7 @@ Pillow and numpy, no simplejpeg (an optional extra), no torch, no scikit-image (
 from __future__ import annotations
 
 import pytest
-
-from zephon_core.testing.isolated import check_alone
+from zephon_testkit.isolated import check_alone
 
 SCRIPT = r"""
 import io, socket

@@ -78,7 +78,7 @@ def test_cli_index(corpus_dir, capsys):
 
 def test_s3_dataset(corpus_dir):
     pytest.importorskip("moto.server")
-    from zephon_core.testing.s3 import moto_s3
+    from zephon_testkit.s3 import moto_s3
 
     root, shards = corpus_dir
     with moto_s3("vortex-tests") as s3:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from zephon_testkit.isolated import check_alone
 from zephon_webdataset.testing import write_tar
-
-from zephon_core.testing.isolated import check_alone
 
 SCRIPT = r"""
 import os, sys, tempfile

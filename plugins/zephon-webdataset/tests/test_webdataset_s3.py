@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # moto server + three
 
 def test_s3_ranged_reads_uploaded_and_built_indexes(tmp_path: Path) -> None:
     pytest.importorskip("moto.server")
-    from zephon_core.testing.s3 import moto_s3
+    from zephon_testkit.s3 import moto_s3
 
     shards = [[as_sample(d) for d in part] for part in split(documents(limit=300), [100, 100, 100])]
     local = tmp_path / "local"

@@ -1,19 +1,20 @@
 """``zephon profile``: a pipeline from a Python file or a JSON/YAML definition, the per-stage table,
-the diagnosis, the plot and the trace; progress on a terminal and nothing but the result otherwise."""
+the diagnosis, the plot and the trace; nothing but the result when not on a terminal (the progress
+display itself is the kernel's, tested in the kernel's tests/test_progress.py)."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
 
+from zephon_core import ConfigError
 from zephon_core.cli import main as cli_main
-from zephon_core.progress import Progress
 
 PIPELINE_PY = textwrap.dedent(
     """
@@ -166,28 +167,30 @@ def test_a_missing_build_pipeline_and_a_missing_matplotlib_are_clear_errors(tmp_
     assert "defines no build_pipeline()" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert cli_main(["profile", str(pipeline_py), "--batches", "5", "--plot", str(tmp_path / "x.png")]) == 2
-    assert "pip install 'zephon-core[plot]'" in capsys.readouterr().err
+    assert "pip install 'zephon-observe[plot]'" in capsys.readouterr().err
 
 
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
+def test_a_profile_definition_whose_mixture_does_not_sum_to_one_warns_once_naming_the_definition(tmp_path):
+    from zephon_observe.profile import from_definition
 
+    from zephon_core.plugins import default_plugin_manager
 
-def test_progress_draws_only_on_a_terminal(monkeypatch):
-    quiet = io.StringIO()
-    with Progress(10, "work", stream=quiet) as bar:
-        bar.update(10)
-    assert quiet.getvalue() == ""
-    tty = _Tty()
-    with Progress(10, "work", stream=tty) as bar:
-        bar.update(10)
-    assert "work" in tty.getvalue() and "10/10" in tty.getvalue()  # tqdm
-    monkeypatch.setitem(sys.modules, "tqdm", None)
-    monkeypatch.setitem(sys.modules, "rich", None)
-    monkeypatch.setitem(sys.modules, "rich.progress", None)
-    plain = _Tty()
-    with Progress(4, "plain", "steps", stream=plain) as bar:
-        for _ in range(4):
-            bar.update(1)
-    assert "plain [" in plain.getvalue() and "4/4 steps" in plain.getvalue() and plain.getvalue().endswith("\n")
+    for name in ("web", "code"):
+        (tmp_path / f"{name}.jsonl").write_text("".join(f'{{"i": {i}}}\n' for i in range(20)))
+    datasets = [{"name": n, "path": f"{n}.jsonl", "format": "jsonl"} for n in ("web", "code")]
+
+    def build(mixture: dict) -> None:
+        definition = {"source": {"datasets": datasets, "mixture": mixture}, "batch": {"microbatch_size": 4}}
+        from_definition(definition, default_plugin_manager(), base=tmp_path)
+
+    with pytest.warns(UserWarning) as caught:
+        build({"web": 3, "code": 1})
+    assert [str(w.message) for w in caught] == [
+        "definition: source.mixture: the weights {'web': 3, 'code': 1} sum to 4, not 1; they are normalised to "
+        "{'web': 0.75, 'code': 0.25}; give shares that sum to 1"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build({"web": 0.75, "code": 0.25})
+    with pytest.raises(ConfigError, match=r"definition: source.mixture must be an object of weights per dataset"):
+        build([0.75, 0.25])

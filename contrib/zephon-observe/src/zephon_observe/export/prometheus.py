@@ -1,4 +1,4 @@
-"""A Prometheus endpoint for a running pipeline (``pip install 'zephon-core[prometheus]'``).
+"""A Prometheus endpoint for a running pipeline (``pip install 'zephon-observe[prometheus]'``).
 
 ``serve(pipeline, port)`` starts an HTTP server on ``127.0.0.1`` (by default: a training node's
 metrics should not face the network unless asked) whose ``/metrics`` page is computed from
@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from zephon_core.errors import ConfigError
+from zephon_core import ConfigError
 
 if TYPE_CHECKING:
-    from zephon_core.pipeline import Pipeline
+    from zephon_core import Pipeline
 
 COUNTERS = (
     ("records_in", "records_in", "Records that entered the step."),
@@ -57,7 +57,7 @@ def _client() -> Any:
         import prometheus_client
     except ImportError:
         raise ConfigError(
-            "the Prometheus endpoint needs prometheus-client: install it with: pip install 'zephon-core[prometheus]'"
+            "the Prometheus endpoint needs prometheus-client: install it with: pip install 'zephon-observe[prometheus]'"
         ) from None
     return prometheus_client
 

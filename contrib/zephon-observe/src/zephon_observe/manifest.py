@@ -19,7 +19,9 @@ delivers, and records, again in parts of its own beside the old ones. Steps reco
 before the crash, then again after the resume) are identical, the data being a function of the
 step; readers keep the latest copy.
 
-pyarrow is imported only when a manifest is written or read (``pip install zephon-core[manifest]``).
+The pipeline attaches the writer through the kernel's ``zephon_register_observers`` hook (this
+package registers it as the observer of the ``manifest`` option: :func:`start_writer`). pyarrow, a
+dependency of zephon-observe, is imported only when a manifest is written or read.
 """
 
 from __future__ import annotations
@@ -34,24 +36,22 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zephon_core.errors import ConfigError, ZephonError
-from zephon_core.hashing import splitmix64
-from zephon_core.work.ids import CHUNK_BITS, OFFSET_BITS
+from zephon_core import ConfigError, ZephonError
+from zephon_core.plugin_api import CHUNK_BITS, OFFSET_BITS, splitmix64
 
 if TYPE_CHECKING:
+    import argparse
+
     import pyarrow as pa
 
-    from zephon_core.runtime.types import SampleBatch
-    from zephon_core.work.contract import Chunk, WorkSource
-
-GROUP_STEPS = 256
-"""Default rounds per part file (``options(manifest_every_steps=...)``)."""
+    from zephon_core import Chunk, Options, SampleBatch, WorkSource
+    from zephon_core.plugin_api import ZephonPluginManager
 
 GROUP_SECONDS = 60.0
 """A part is also written when this long has passed since the last one, so a slow run loses little."""
@@ -79,16 +79,31 @@ COLUMNS = (
 
 
 def require_pyarrow() -> Any:
-    """pyarrow and pyarrow.parquet, or an error naming the extra to install."""
+    """pyarrow and pyarrow.parquet, or an error naming what to install."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise ConfigError(
-            f"the provenance manifest is written as Parquet and needs pyarrow ({exc}); "
-            "install it with: pip install 'zephon-core[manifest]'"
+            f"the provenance manifest is written as Parquet and needs pyarrow ({exc}), a dependency of "
+            "zephon-observe: reinstall it (pip install zephon-observe) or pip install pyarrow"
         ) from None
     return pa, pq
+
+
+def check_option(value: Any) -> None:
+    """The ``manifest`` option's check (run by ``options(manifest=...)``): pyarrow must import.
+
+    So a broken environment fails when the option is set, not once the pipeline is running.
+    """
+    require_pyarrow()
+
+
+def start_writer(
+    value: str | os.PathLike[str], *, options: Options, source: WorkSource, lanes_per_rank: int
+) -> ManifestWriter:
+    """The ``manifest`` observer's factory: a writer to ``value`` for this rank, every ``manifest_every_steps`` rounds."""
+    return ManifestWriter(value, source, options.dp_rank, options.manifest_every_steps, lanes_per_rank)
 
 
 def _fs(path: str) -> tuple[Any, str]:
@@ -395,26 +410,6 @@ def _token_spans(data: dict[str, np.ndarray], counts: list[int]) -> tuple[np.nda
     return start, stop
 
 
-class RecordedIterator:
-    """What iterating a pipeline with a manifest returns: the engine's batches, each recorded first."""
-
-    def __init__(self, batches: Iterator[SampleBatch], writer: ManifestWriter) -> None:
-        self._batches = batches
-        self.writer = writer
-
-    def __iter__(self) -> RecordedIterator:
-        return self
-
-    def __next__(self) -> SampleBatch:
-        try:
-            batch = next(self._batches)
-        except StopIteration:
-            self.writer.flush()
-            raise
-        self.writer.record(batch)
-        return batch
-
-
 # -- reading ----------------------------------------------------------------------------------------
 
 
@@ -705,3 +700,13 @@ def diff(path_a: str, path_b: str, max_rows: int = 20) -> Difference:
         if differing == 0:
             lines.append("    every row has the same samples and digest: the arrays differ outside the rows")
     return Difference(first, lines)
+
+
+def command(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
+    """``zephon manifest show`` prints a summary or one step; ``manifest diff`` exits 1 when the runs differ."""
+    if args.action == "show":
+        print(show(args.path, step=args.step, lane=args.lane, as_json=args.json))
+        return 0
+    result = diff(args.a, args.b, max_rows=args.max_rows)
+    print(result)
+    return 0 if result.step is None else 1

@@ -2,9 +2,10 @@
 
 One shared development environment hides a missing dependency (another package happens to bring
 it), so each plugin is also tested alone: ``python -m venv``, ``pip install <repo>[testing]`` (the
-kernel, its own dependencies and this test kit, so scripts run there can use
+kernel, its own dependencies and its light test kit, so scripts run there can use
 :mod:`zephon_core.testing`), ``pip install plugins/<name>``, then a script run by that environment's
-Python, outside the repository and with ``PYTHONPATH`` cleared so nothing leaks in.
+Python, outside the repository and with ``PYTHONPATH`` cleared so nothing leaks in. This module runs
+in the test's own environment; zephon-testkit is not installed into the new one.
 
 The venv is made without pip and this interpreter's pip installs into it (``pip --python``), with
 ``--no-compile``: seeding pip into every venv and byte-compiling pyarrow or numpy on install took
@@ -22,13 +23,19 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import zephon_core
+
 WORKSPACES = ("plugins", "contrib")
 """Folders of the repository that hold separately installable packages."""
 
 
 def repository_root() -> Path | None:
-    """The repository this kernel is installed from (editable install), or None for a regular install."""
-    root = Path(__file__).resolve().parents[2]
+    """The repository this kernel is installed from (editable install), or None for a regular install.
+
+    Found from the kernel package, not from this module: zephon-testkit lives in ``contrib/`` of the
+    same checkout, but what is installed alone is always built from the kernel's checkout.
+    """
+    root = Path(zephon_core.__file__).resolve().parents[1]
     if (root / "pyproject.toml").is_file() and all((root / w).is_dir() for w in WORKSPACES):
         return root
     return None

@@ -4,7 +4,7 @@ Retry code tested only against mocks that raise an exception misses what real cl
 real fault: a botocore 503 becomes an ``OSError`` in s3fs, a truncated body surfaces as an aiohttp
 payload error half-way through a read, a stalled socket blocks a thread until some timeout fires
 (or forever). :class:`FaultProxy` sits between a real client (s3fs → aiobotocore → aiohttp) and a
-real server (moto's S3 server from :mod:`zephon_core.testing.s3`) and breaks the bytes on the wire,
+real server (moto's S3 server from :mod:`zephon_testkit.s3`) and breaks the bytes on the wire,
 so the whole stack is exercised. Plugin authors can put it in front of any HTTP object store
 emulator their reader talks to.
 

@@ -1,31 +1,32 @@
-"""Metrics for dashboards: the callback and the zephon_metrics hook receive snapshots while the pipeline
-runs, a failing sink does not stop it, the Prometheus endpoint answers a scrape over loopback, and
-the documentation's logger examples run as written."""
+"""Metrics export for dashboards: flat scalars for loggers, the Prometheus endpoint answers a scrape over
+loopback, and the documentation's logger examples run as written. (The metrics callback and the
+``zephon_metrics`` hook that feed them are the kernel's, tested in its tests/test_metrics_reporting.py.)"""
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import urllib.request
-import warnings
 from pathlib import Path
+from typing import Any
 
-import pytest
+from zephon_observe.export import flatten
 
-from tests import helpers
-from zephon_core import ConfigError, Dataset, Pipeline, StaticMixtureWorkSource, hookimpl
-from zephon_core.export import flatten
+from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource
 from zephon_core.plugins import ZephonPluginManager
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository (the docs are at its top)
+
+
+def _ident(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload
 
 
 def _pipeline(plugins: ZephonPluginManager | None = None, n: int = 4000) -> Pipeline:
     ds = Dataset.from_records("d", [{"i": i} for i in range(n)], shard_size=250)
     p = Pipeline(StaticMixtureWorkSource([ds], chunk_size=32, seed=1), plugins=plugins)
-    return p.map_transform(helpers.quick, name="ident").batch(8).options(lanes=2)
+    return p.map_transform(_ident, name="ident").batch(8).options(lanes=2)
 
 
 def _consume(p: Pipeline, seconds: float) -> None:
@@ -34,83 +35,6 @@ def _consume(p: Pipeline, seconds: float) -> None:
         time.sleep(0.002)  # a training step: the run lasts long enough for several reports
         if time.monotonic() - t0 > seconds:
             break
-
-
-def test_callback_receives_snapshots_while_running_and_a_final_one():
-    got: list[dict] = []
-    threads: set[str] = set()
-
-    def sink(snap: dict) -> None:
-        threads.add(threading.current_thread().name)
-        got.append(snap)
-
-    with _pipeline().options(metrics_callback=sink, metrics_every_s=0.1) as p:
-        _consume(p, 0.8)
-        during = len(got)
-    assert during >= 4, during
-    json.dumps(got)
-    assert threads == {"zephon-metrics-reporter"}  # never the training loop's thread
-    last = got[-1]
-    assert last["final"] is True and all(s["final"] is False for s in got[:-1])
-    assert last["rank"] == 0 and last["world_size"] == 1
-    assert [s["name"] for s in last["stages"]] == ["fetch", "ident", "batch"]
-    assert sum(s["window"]["consumer"]["batches_per_s"] * s["window"]["window_s"] for s in got) == pytest.approx(
-        last["consumer"]["batches"], rel=0.01
-    )  # consecutive windows tile the run
-    assert all(0.05 < s["window"]["window_s"] < 0.5 for s in got[1:-1])
-
-
-class _Listener:
-    def __init__(self) -> None:
-        self.snapshots: list[dict] = []
-
-    @hookimpl
-    def zephon_metrics(self, snapshot: dict) -> None:
-        self.snapshots.append(snapshot)
-
-
-def test_a_plugin_implementing_the_hook_receives_snapshots():
-    listener = _Listener()
-    pm = ZephonPluginManager(load_entrypoints=False, plugins=[listener])
-    with _pipeline(pm).options(metrics_every_s=0.1) as p:
-        _consume(p, 0.5)
-    assert len(listener.snapshots) >= 3
-    assert listener.snapshots[-1]["final"] is True
-
-
-def test_nothing_runs_without_a_listener():
-    with _pipeline(ZephonPluginManager(load_entrypoints=False)) as p:
-        next(iter(p))
-        assert p._reporter is None
-        assert "zephon-metrics-reporter" not in {t.name for t in threading.enumerate()}
-
-
-def test_a_failing_sink_warns_once_and_the_pipeline_goes_on():
-    calls = []
-
-    def broken(snap: dict) -> None:
-        calls.append(1)
-        raise RuntimeError("dashboard is down")
-
-    with _pipeline() as p:
-        expected = sum(1 for _ in p)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with _pipeline().options(metrics_callback=broken, metrics_every_s=0.05) as p:
-            n = 0
-            for _ in p:
-                n += 1
-                time.sleep(0.001)
-    assert n == expected and len(calls) >= 2
-    msgs = [str(w.message) for w in caught if "dashboard is down" in str(w.message)]
-    assert len(msgs) == 1 and "goes on" in msgs[0]
-
-
-def test_bad_options_fail_when_set():
-    with pytest.raises(ConfigError, match="metrics_callback must be callable"):
-        _pipeline().options(metrics_callback=3)
-    with pytest.raises(ConfigError, match="metrics_every_s"):
-        _pipeline().options(metrics_every_s=0)
 
 
 def test_flatten_gives_scalars_per_step():
@@ -134,7 +58,7 @@ def _scrape(url: str) -> dict[tuple[str, frozenset], float]:
 
 
 def test_prometheus_endpoint_serves_counters_per_stage_over_loopback():
-    from zephon_core.export.prometheus import serve
+    from zephon_observe.export.prometheus import serve
 
     p = _pipeline()
     with serve(p, port=0) as server:
@@ -160,7 +84,7 @@ def test_the_collector_does_not_keep_a_pipeline_alive():
     import gc
     import weakref
 
-    from zephon_core.export.prometheus import collector
+    from zephon_observe.export.prometheus import collector
 
     p = _pipeline()
     c = collector(p)
@@ -200,14 +124,14 @@ def test_the_tuning_docs_logger_examples_run_with_stand_in_loggers():
     assert logged and "zephon/consumer/wait" in logged[-1]
 
 
-def test_the_kernel_imports_no_plotting_export_or_parquet_library():
+def test_a_pipeline_and_the_export_module_import_no_plotting_export_or_parquet_library():
     import subprocess
     import sys
 
     code = (
         "import sys, json, zephon_core as z; ds = z.Dataset.from_records('a', [{'i': i} for i in range(64)]);"
         "p = z.Pipeline(z.StaticMixtureWorkSource([ds])).batch(4).options(metrics_callback=print, metrics_every_s=60);"
-        "next(iter(p)); p.close(); import zephon_core.export;"
+        "next(iter(p)); p.close(); import zephon_observe.export;"
         "print(json.dumps(sorted(m for m in ('matplotlib', 'prometheus_client', 'pyarrow', 'tqdm') if m in sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -4,7 +4,7 @@ A metrics snapshot (``Pipeline.metrics()``, or what ``options(metrics_callback=f
 ``zephon_metrics`` hook receive) is nested: per-step lists and a ``window`` of rates. Loggers such as
 TensorBoard's ``add_scalar`` or ``wandb.log`` want flat ``name -> number`` pairs, so
 :func:`flatten` turns a snapshot into ``zephon/<step>/<figure>`` scalars. The Prometheus endpoint
-lives in :mod:`zephon_core.export.prometheus` (``pip install 'zephon-core[prometheus]'``); nothing
+lives in :mod:`zephon_observe.export.prometheus` (``pip install 'zephon-observe[prometheus]'``); nothing
 here imports a logging library.
 """
 

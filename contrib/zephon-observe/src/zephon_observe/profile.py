@@ -44,15 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zephon_core.errors import ConfigError, ZephonError
-from zephon_core.plugins import load_object
-from zephon_core.progress import Progress, Ticker
-from zephon_core.runtime.diagnose import Diagnosis, diagnose
-from zephon_core.runtime.metrics import windowed
+from zephon_core import ConfigError, ZephonError
+from zephon_core.plugin_api import Diagnosis, Progress, Ticker, diagnose, load_object, windowed
 
 if TYPE_CHECKING:
-    from zephon_core.pipeline import Pipeline
-    from zephon_core.plugins import ZephonPluginManager
+    from zephon_core import Pipeline
+    from zephon_core.plugin_api import ZephonPluginManager
 
 SAMPLE_EVERY_S = 0.5
 """How often the profile samples the pipeline's metrics (the plot's resolution)."""
@@ -91,7 +88,7 @@ def load_pipeline(path: str | os.PathLike[str], plugins: ZephonPluginManager) ->
 
 
 def _from_python(path: Path, plugins: ZephonPluginManager) -> Pipeline:
-    from zephon_core.pipeline import Pipeline
+    from zephon_core import Pipeline
 
     # Imported under its own name with its folder on sys.path, as when run as a script: it can import
     # its neighbours, and worker processes (which inherit sys.path) can import its functions by name.
@@ -138,10 +135,8 @@ def _section(definition: dict[str, Any], key: str, kind: type, default: Any) -> 
 
 def from_definition(definition: Any, plugins: ZephonPluginManager, base: Path | None = None) -> Pipeline:
     """Build a pipeline from the JSON-like definition described in the module docstring."""
-    from zephon_core.pipeline import Pipeline
-    from zephon_core.work.dataset import Dataset
-    from zephon_core.work.mixture import MixtureSpec, not_normalised
-    from zephon_core.work.source import StaticMixtureWorkSource
+    from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+    from zephon_core.plugin_api import not_normalised
 
     if not isinstance(definition, dict):
         raise ConfigError("definition: must be an object with 'source', 'operators', 'batch' and 'options'")
@@ -444,7 +439,7 @@ def plot(result: ProfileResult, path: str | os.PathLike[str]) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ConfigError("--plot needs matplotlib: install it with: pip install 'zephon-core[plot]'") from None
+        raise ConfigError("--plot needs matplotlib: install it with: pip install 'zephon-observe[plot]'") from None
     if not result.samples:
         raise ZephonError("--plot: the run was too short to sample (run for at least a second)")
     names = [s["name"] for s in result.samples[0]["stages"]]
@@ -496,7 +491,7 @@ def main(args: Any, plugins: ZephonPluginManager) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise ConfigError("--plot needs matplotlib: install it with: pip install 'zephon-core[plot]'") from None
+            raise ConfigError("--plot needs matplotlib: install it with: pip install 'zephon-observe[plot]'") from None
     pipeline = load_pipeline(args.definition, plugins)
     quiet = args.json or not _isatty(sys.stderr)
     result = run_profile(

@@ -9,11 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from zephon_observe.manifest import Manifest, diff
 
-from zephon_core import ConfigError, Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+from zephon_core import ConfigError, Dataset, Emit, MixtureSpec, Pipeline, StaticMixtureWorkSource
 from zephon_core.cli import main as cli_main
-from zephon_core.manifest import Manifest, diff
-from zephon_core.ops.stateful import Emit
 
 LANES, MICRO, STEPS = 2, 4, 200
 ROW = 12
@@ -194,5 +193,5 @@ def test_a_missing_pyarrow_names_the_extra(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    with pytest.raises(ConfigError, match=r"zephon-core\[manifest\]"):
+    with pytest.raises(ConfigError, match=r"needs pyarrow.*pip install zephon-observe"):
         Pipeline(_source()).options(manifest="/tmp/nowhere")

@@ -1,0 +1,204 @@
+"""Binding a pipeline to its source: calibration, the resolved window, and the source as it runs.
+
+A :class:`~zephon_core.WorkSource` is described once; what a pipeline runs is a configured copy of
+it: with the token estimates frozen at calibration, bound to the pipeline's lanes and window, paced
+by the update lead when trainer-steered. ``flush_every_k_chunks="auto"`` is resolved here, and so is
+the sizing a release-0.1 checkpoint needs (its defaults resolved differently). :class:`Binding` is a
+part of :class:`~zephon_core.pipeline.Pipeline`, which is where its methods are documented for users.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from zephon_core import checkpoint as ckpt
+from zephon_core.checkpoint.replay import LaneStart
+from zephon_core.errors import ConfigError, PluginError
+from zephon_core.runtime.lifecycle import weakly
+from zephon_core.work.chunking import DEFAULT_FLUSH_EVERY, LEGACY_DEFAULT, ChunkSizing
+from zephon_core.work.contract import LaneBound, Steerable, TokenEstimated, TokenSized, Windowed, WorkSource
+from zephon_core.work.lanes import LaneLayout
+from zephon_core.work.prefetch import with_lookahead
+from zephon_core.work.source import check_token_estimates
+from zephon_core.work.steering import LeadGate
+
+if TYPE_CHECKING:
+    from zephon_core.ops.contract import Operator
+    from zephon_core.options import Options
+    from zephon_core.runtime.engine import Engine
+
+
+class Binding:
+    """The pipeline's source as it runs (calibrated, bound to lanes and window); see the module docstring."""
+
+    if TYPE_CHECKING:  # set by Pipeline.__init__
+        source: WorkSource
+        _ops: list[Operator]
+        _opts: Options
+        _engine: Engine | None
+        _active: WorkSource | None
+        _active_key: tuple[int, int | str] | None
+        _window_chunks: int
+        _legacy_window: int | None
+        _starts: dict[int, LaneStart]
+        _token_estimates: dict[str, float] | None
+        _closed: bool
+
+        def definition(self) -> dict[str, Any]: ...
+
+    def calibrate(self) -> dict[str, float] | None:
+        """Freeze per-dataset tokens-per-sample estimates when the source mixes by tokens.
+
+        Runs once, before the first chunk: the first operator that can count tokens
+        (``Operator.estimate_tokens``) measures each dataset; the result is kept by the pipeline,
+        used to turn token weights into sample weights, and stored in every checkpoint so a resumed
+        run, on any world size, draws exactly the same samples. Estimates restored from a checkpoint
+        or given to the source are kept as they are. Returns None when the source mixes by samples.
+
+        Sources that size chunks in tokens (``token_estimates_use``: ``"required"`` for
+        ``chunk_size="auto"``, ``"optional"`` for the default chunk size) are calibrated too; for
+        ``"optional"`` a pipeline without a tokenizer simply gets None.
+        """
+        tokens = self.source.mixing_unit == "tokens"
+        sized = self.source.token_estimates_use if isinstance(self.source, TokenSized) else None
+        use = "required" if tokens else sized
+        if use is None:
+            return None
+        if self._token_estimates is None:
+            given = self.source.tokens_per_sample if isinstance(self.source, TokenEstimated) else None
+            names = [d.name for d in self.source.datasets]
+            if given is not None:
+                self._token_estimates = check_token_estimates(given, names)
+            else:
+                for op in self._ops:
+                    est = op.estimate_tokens(self.source.datasets)
+                    if est is not None:
+                        try:
+                            self._token_estimates = check_token_estimates(est, names)
+                        except ConfigError as exc:
+                            raise PluginError(f"operator {op.name!r} gave bad token estimates: {exc}") from exc
+                        break
+                else:
+                    if use != "required":
+                        return None
+                    need = "mixes by tokens" if tokens else "sizes chunks in tokens (chunk_size='auto')"
+                    raise ConfigError(
+                        f"the work source {need} but no operator can estimate tokens per sample: add a "
+                        "tokenizer operator (e.g. .tokenize(...)) or give the source tokens_per_sample="
+                    )
+        return dict(self._token_estimates)
+
+    def _window_setting(self) -> int | str:
+        """``flush_every_k_chunks`` as set (or as adopted from a release-0.1 checkpoint)."""
+        return self._legacy_window if self._legacy_window is not None else self._opts.flush_every_k_chunks
+
+    def _describe_window(self) -> dict[str, Any]:
+        """Definition entries for the window: the setting, and for ``"auto"`` the tokens it holds."""
+        setting = self._window_setting()
+        if setting != "auto":
+            return {"flush_every_k_chunks": setting}
+        return {"flush_every_k_chunks": "auto", "window_tokens": getattr(self.source, "window_tokens", None)}
+
+    @property
+    def flush_every(self) -> int:
+        """Chunks per window, resolved (``flush_every_k_chunks="auto"`` sized from the token estimates:
+        see :mod:`zephon_core.work.chunking`). Calibrates the pipeline if it was not yet."""
+        self._active_source()
+        return self._window_chunks
+
+    def _resolve_window(self, configured: WorkSource) -> int:
+        """``flush_every_k_chunks`` for ``configured`` (a source bound to its token estimates)."""
+        setting = self._window_setting()
+        if isinstance(setting, int):
+            return setting
+        return configured.flush_every_for_window() if isinstance(configured, ChunkSizing) else DEFAULT_FLUSH_EVERY
+
+    def _active_source(self) -> WorkSource:
+        key = (self._opts.lanes, self._window_setting())
+        if self._active is None or self._active_key != key:
+            self._active = self._configure(self.source, self.calibrate())
+            self._active_key = key
+        return self._active
+
+    def _configure(self, source: WorkSource, estimates: dict[str, float] | None) -> WorkSource:
+        """``source`` as this pipeline runs it: with the frozen token estimates when it uses them, and
+        bound to the pipeline's lanes (``with_lanes``) and window (``with_window``) when it asks for
+        them. Lanes and window are in the fingerprint already."""
+        sized = isinstance(source, TokenSized) and source.token_estimates_use is not None
+        if estimates is not None and (source.mixing_unit == "tokens" or sized):
+            source = source.with_token_estimates(estimates)
+        if isinstance(source, LaneBound):
+            if self._opts.lane_assignment != "modulo":
+                raise ConfigError(
+                    f"option lane_assignment={self._opts.lane_assignment!r}: {type(source).__name__} draws each "
+                    "lane's data from the lane's own stream, so there is no chunk order to deal out; use it "
+                    "with StaticMixtureWorkSource"
+                )
+            source = source.with_lanes(self._opts.lanes)
+        self._window_chunks = self._resolve_window(source)
+        if isinstance(source, Windowed):
+            source = source.with_window(self._window_chunks)
+        return source
+
+    def _feed_source(self, source: WorkSource, layout: LaneLayout) -> WorkSource:
+        """What the feeder reads: ``source`` with reader prefetch, paced by the update lead if steerable."""
+        fed = with_lookahead(source, layout.num_lanes)  # readers prefetch what the next chunks read
+        lead = source.update_lead_windows if isinstance(source, Steerable) else None
+        k = self._window_chunks
+        if isinstance(lead, int) and k:
+            fed = LeadGate(
+                fed, layout, k, lead, weakly(self._resume_window, lambda lane: 0), weakly(self._stopping, lambda: True)
+            )
+        return fed
+
+    def _resume_window(self, lane: int) -> int:
+        """The window ``lane`` resumes from after its last delivered microbatch (the update anchor)."""
+        eng = self._engine
+        if eng is None:
+            return self._starts.get(lane, LaneStart()).window
+        return eng.mux.resume[lane].window
+
+    def _stopping(self) -> bool:
+        return self._closed or (self._engine is not None and self._engine.ctx.stop.is_set())
+
+    def _adopt_release_0_1_sizing(self, state: Mapping[str, Any]) -> Callable[[], None]:
+        """Size chunks and windows as release 0.1 did when the checkpoint is of such a run and this
+        pipeline leaves those settings at their defaults (which release 0.1 resolved differently).
+
+        Only adopted when it makes the fingerprints equal, so a pipeline that differs in anything
+        else is still refused with its differences. Returns what undoes it.
+        """
+        definition = state["definition"]
+        if state["fingerprint"] == ckpt.fingerprint(self.definition()) or not isinstance(definition, Mapping):
+            return lambda: None
+        saved = (self.source, self._legacy_window, self._active, self._active_key)
+
+        def undo() -> None:
+            self.source, self._legacy_window, self._active, self._active_key = saved
+
+        old_source = definition.get("source")
+        changed = False
+        if (
+            isinstance(self.source, ChunkSizing)
+            and self.source.chunk_setting is None
+            and isinstance(old_source, Mapping)
+            and old_source.get("chunk_size") == LEGACY_DEFAULT
+        ):
+            legacy = copy.copy(self.source)  # the caller's source is left as it was
+            legacy.use_release_0_1_default()
+            self.source = legacy
+            changed = True
+        if (
+            self._opts.flush_every_k_chunks == "auto"
+            and definition.get("flush_every_k_chunks") == DEFAULT_FLUSH_EVERY
+            and "window_tokens" not in definition
+        ):
+            self._legacy_window = DEFAULT_FLUSH_EVERY
+            changed = True
+        if not changed or state["fingerprint"] != ckpt.fingerprint(self.definition()):
+            undo()
+            return lambda: None
+        self._active = None
+        return undo

@@ -1,0 +1,138 @@
+"""Replay: the one place that knows how a lane resumes from a checkpoint (next to the format it reads).
+
+A checkpoint stores no operator state. Every operator before ``batch`` starts each window (``K``
+chunks of a lane, closed by a flush sentinel) from a fresh state, so a lane is resumed by replaying
+the window its last delivered microbatch ended in and skipping the records of that window that the
+training loop already consumed. Per lane that is three numbers, a :class:`LaneStart`:
+
+* ``window``: the window to replay from (its first chunk is ``window · K``),
+* ``skip``: how many of that window's records, as they reach ``batch``, were already delivered,
+* ``delivered``: how many microbatches the lane has delivered (the next one's ``lane_index``).
+
+The terminal stage keeps a :class:`ReplayCursor` per lane: it drops the ``skip`` records and stamps
+every microbatch with the :class:`ResumePoint` just after it. The multiplexer keeps the resume point
+of the last microbatch it handed out, and :func:`lane_state` turns that into checkpoint data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zephon_core.errors import CheckpointError
+from zephon_core.work.lanes import LaneLayout
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePoint:
+    """After a microbatch, its lane resumes by replaying ``window`` and skipping ``skip`` records."""
+
+    window: int
+    skip: int
+
+
+@dataclass(frozen=True, slots=True)
+class LaneStart:
+    """Where a lane begins (see the module docstring); the default is the start of the data."""
+
+    window: int = 0
+    skip: int = 0
+    delivered: int = 0
+
+    @property
+    def resume(self) -> ResumePoint:
+        return ResumePoint(self.window, self.skip)
+
+    def first_chunk(self, flush_every: int) -> int:
+        """The lane-local index of the first chunk to replay."""
+        return self.window * flush_every
+
+    @classmethod
+    def from_state(cls, lane: int | str, state: Any) -> LaneStart:
+        """Read one lane's checkpoint entry; every field must be a non-negative int (bool is not).
+
+        Raises:
+            CheckpointError: naming the lane and the field at fault.
+        """
+        if not isinstance(state, Mapping):
+            raise CheckpointError(f"checkpoint lane {lane}: expected a dict, got {type(state).__name__}")
+        values = []
+        for f in ("window", "skip", "delivered"):
+            v = state.get(f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise CheckpointError(f"checkpoint lane {lane}: field {f!r} must be a non-negative int, got {v!r}")
+            values.append(v)
+        return cls(*values)
+
+
+class ReplayCursor:
+    """One lane's position at the terminal stage: the skip filter and the resume point of each microbatch.
+
+    Records reach the terminal stage tagged with their window. The cursor counts, per window, how
+    many records went by, drops the first ``start.skip`` records of the start window, and reports
+    where the lane would resume after any prefix of what it admitted.
+    """
+
+    __slots__ = ("_start", "_to_skip", "offset", "window")
+
+    def __init__(self, start: LaneStart) -> None:
+        self._start = start
+        self._to_skip = start.skip
+        self.window = start.window
+        self.offset = 0
+
+    def admit(self, count: int, window: int) -> int:
+        """``count`` records of ``window`` arrive; returns how many leading ones to drop (replayed ones).
+
+        Raises:
+            CheckpointError: the checkpoint asked to skip more records than its window held, or data
+                of an earlier window arrived (the checkpoint does not belong to this data).
+        """
+        if window != self.window:
+            if window < self.window:
+                raise CheckpointError(
+                    f"replay reached window {window} after window {self.window}: the checkpoint does not match the data"
+                )
+            self._check_skipped()
+            self.window, self.offset = window, 0
+        drop = min(self._to_skip, count)
+        self._to_skip -= drop
+        self.offset += count
+        return drop
+
+    def close_window(self, window: int) -> None:
+        """The sentinel closing ``window`` went by: skipping must be complete by now."""
+        if window >= self.window:
+            self._check_skipped()
+
+    def position(self, held: int) -> ResumePoint:
+        """The resume point after every admitted record except the ``held`` last ones."""
+        return ResumePoint(self.window, self.offset - held)
+
+    def _check_skipped(self) -> None:
+        if self._to_skip:
+            s = self._start
+            raise CheckpointError(
+                f"checkpoint says to skip {s.skip} records of window {s.window}, but that window holds only "
+                f"{s.skip - self._to_skip}: the checkpoint does not belong to this data or pipeline"
+            )
+
+
+def lane_state(lane: int, resume: ResumePoint, delivered: int, layout: LaneLayout, flush_every: int) -> dict[str, Any]:
+    """One lane's checkpoint entry (plain JSON data, canonical: the same at the same step of the same run).
+
+    Args:
+        lane: the lane.
+        resume: the resume point of the last microbatch delivered (or the lane's start).
+        delivered: microbatches delivered so far.
+        layout: the lane layout (to name global chunk numbers).
+        flush_every: chunks per window (0: one window for the whole run).
+    """
+    first = resume.window * flush_every if flush_every else 0
+    return {
+        "window": resume.window,
+        "skip": resume.skip,
+        "delivered": delivered,
+        "replay_from_chunk": layout.chunk(lane, first),
+    }

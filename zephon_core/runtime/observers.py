@@ -1,0 +1,82 @@
+"""Observers: what a pipeline attaches, through the ``zephon_register_observers`` hook, to watch its run.
+
+The kernel writes no observability data itself: the provenance manifest (``options(manifest=PATH)``)
+is written by zephon-observe, registered as the observer of the ``manifest`` option. This module is
+the kernel's side of that hook: it finds an option's observer (or says which package to install),
+starts it, and hands it every delivered microbatch. Nothing here imports an observer's code until
+its option is set, so a pipeline without one imports none of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from zephon_core.errors import ConfigError
+from zephon_core.plugins import KNOWN_PROVIDERS, ZephonPluginManager, default_plugin_manager, install_hint, load_object
+
+if TYPE_CHECKING:
+    from zephon_core.hookspecs import Observer
+    from zephon_core.plugins import Registration
+    from zephon_core.runtime.types import SampleBatch
+    from zephon_core.work.contract import WorkSource
+
+GROUP_STEPS = 256
+"""Default rounds per manifest part file (``options(manifest_every_steps=...)``).
+
+A kernel option's default, so it lives here rather than in the package that writes the manifest."""
+
+
+def observer_for(option: str, plugins: ZephonPluginManager | None = None) -> Registration:
+    """The observer registered for ``option``, in ``plugins`` (default: the installed plugins).
+
+    Raises:
+        ConfigError: no installed package registers it; the one line names the package to install
+            when it is a first-party one (``manifest``: zephon-observe).
+    """
+    registry = (plugins if plugins is not None else default_plugin_manager()).registry
+    if option in registry.names("observer"):
+        return registry.get("observer", option)
+    package = KNOWN_PROVIDERS.get(("observer", option))
+    where = install_hint(package) if package else "install the package that provides it"
+    raise ConfigError(f"option {option}= needs an observer that no installed package registers; {where}")
+
+
+def check_observer(option: str, value: Any) -> None:
+    """Fail now, when ``options(<option>=value)`` is set, if no observer is installed or it rejects ``value``.
+
+    Looked up among the installed plugins (an ``Options`` has no plugin manager of its own); the
+    pipeline looks again in its own manager when it starts (:func:`start_observer`).
+    """
+    check = observer_for(option).extra.get("check")
+    if check is not None:
+        load_object(check)(value)
+
+
+def start_observer(
+    plugins: ZephonPluginManager, option: str, value: Any, *, options: Any, source: WorkSource, lanes_per_rank: int
+) -> Observer:
+    """Start the observer of ``option`` for one run (``factory(value, options=, source=, lanes_per_rank=)``)."""
+    factory = observer_for(option, plugins).load()
+    observer: Observer = factory(value, options=options, source=source, lanes_per_rank=lanes_per_rank)
+    return observer
+
+
+class RecordedIterator:
+    """What iterating a pipeline with an observer returns: the engine's batches, each recorded first."""
+
+    def __init__(self, batches: Iterator[SampleBatch], writer: Observer) -> None:
+        self._batches = batches
+        self.writer = writer
+
+    def __iter__(self) -> RecordedIterator:
+        return self
+
+    def __next__(self) -> SampleBatch:
+        try:
+            batch = next(self._batches)
+        except StopIteration:
+            self.writer.flush()
+            raise
+        self.writer.record(batch)
+        return batch

@@ -1,0 +1,102 @@
+"""Steering a run from the training loop: a new mixture from a global step on, or skipped global steps.
+
+Both take effect at a function of the global step only (never of timing, runner or world size), and
+both are recorded in the checkpoint, so a resumed run steers exactly like the uninterrupted one.
+:class:`Steering` is a part of :class:`~zephon_core.pipeline.Pipeline`, which is where its methods
+are documented for users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from zephon_core.checkpoint.replay import LaneStart
+from zephon_core.errors import ConfigError
+from zephon_core.work.contract import Steerable, WorkSource
+from zephon_core.work.steering import effect_chunks
+
+if TYPE_CHECKING:
+    from zephon_core.options import Options
+    from zephon_core.runtime.engine import Engine
+
+
+class Steering:
+    """Trainer-steered mixtures and deterministic skips (see the module docstring)."""
+
+    if TYPE_CHECKING:  # set by Pipeline.__init__
+        _opts: Options
+        _engine: Engine | None
+        _starts: dict[int, LaneStart]
+        _window_chunks: int
+        _skips: list[dict[str, int]]
+        _pending_skip: int
+
+        def _active_source(self) -> WorkSource: ...
+
+        def _resume_window(self, lane: int) -> int: ...
+
+    def update_mixture(self, weights: Mapping[str, float]) -> None:
+        """Change the mixture from now on; call it at the same global step on every rank.
+
+        Each lane applies the weights from the window ``update_lead_windows`` after the one it resumes
+        from (see :mod:`zephon_core.work.steering`): a function of the global step only, so every
+        runner, parallelism and world size sees the same batches. The update is recorded in the
+        checkpoint. Needs a source with ``update_mixture`` (``ScheduledMixtureWorkSource``), a call
+        between rounds (every lane of this rank has delivered as many microbatches), and windows
+        (``flush_every_k_chunks > 0``).
+        """
+        source = self._active_source()
+        if not isinstance(source, Steerable):
+            raise ConfigError(
+                f"{type(source).__name__} has a fixed mixture; use ScheduledMixtureWorkSource to change the mixture "
+                "during a run (update_mixture)"
+            )
+        k = self._window_chunks
+        if not k:
+            raise ConfigError("update_mixture needs windows (flush_every_k_chunks > 0): updates take effect at windows")
+        step = self._round_step("update_mixture")
+        windows = {lane: self._resume_window(lane) for lane in self._opts.layout().owned}
+        source.update_mixture(weights, effects=effect_chunks(windows, int(source.update_lead_windows), k), step=step)
+
+    def skip_global_steps(self, n: int) -> None:
+        """Discard the next ``n`` global steps' data, e.g. after restoring past a loss spike.
+
+        Every rank calls it with the same ``n`` (at a global-step boundary): each lane drops its next
+        ``n`` microbatches, which depends on the lane's data only, so the run continues exactly like
+        an uninterrupted run from ``n`` steps later, whatever the world size. The skip is recorded in
+        the checkpoint (``skipped_steps``); one taken before the discarding happened carries it as
+        pending, and the resumed run discards those steps.
+        """
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ConfigError(f"skip_global_steps needs an int >= 0, got {n!r}")
+        step = self._round_step("skip_global_steps")
+        self._skips.append({"step": step, "steps": n})
+        if self._engine is None:
+            self._pending_skip += n
+        else:
+            self._discard(n)
+
+    def _round_step(self, what: str) -> int:
+        """The number of whole global steps this rank delivered; an error mid-round."""
+        owned = self._opts.layout().owned
+        if self._engine is not None:
+            states = self._engine.lane_states()
+            delivered = {int(states[lane]["delivered"]) for lane in owned}
+        else:
+            delivered = {self._starts.get(lane, LaneStart()).delivered for lane in owned}
+        if len(delivered) > 1:
+            raise ConfigError(
+                f"{what} must be called between rounds (after a whole global step): this rank's lanes have "
+                f"delivered {sorted(delivered)} microbatches"
+            )
+        return delivered.pop()
+
+    def _discard(self, steps: int) -> None:
+        """Consume ``steps`` whole rounds from the engine without handing them out."""
+        engine = self._engine
+        if engine is not None:
+            for _ in range(steps * self._opts.layout().lanes_per_rank):
+                if next(engine, None) is None:
+                    break
+        self._pending_skip = 0
