@@ -99,7 +99,8 @@ class Binding:
         setting = self._window_setting()
         if setting != "auto":
             return {"flush_every_k_chunks": setting}
-        return {"flush_every_k_chunks": "auto", "window_tokens": getattr(self.source, "window_tokens", None)}
+        tokens = self.source.window_tokens if isinstance(self.source, ChunkSizing) else None
+        return {"flush_every_k_chunks": "auto", "window_tokens": tokens}
 
     @property
     def flush_every(self) -> int:
