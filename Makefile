@@ -11,7 +11,7 @@ PACKAGES := $(sort $(dir $(wildcard plugins/*/pyproject.toml contrib/*/pyproject
 # plugins its pipeline uses (no torch, no Ray, no test tools), plus the corpus data package.
 DEMO_VENV ?= .venv-demo
 DEMO_STAMP := $(DEMO_VENV)/.zephon-demo-installed
-DEMO_PACKAGES := . contrib/zephon-demo plugins/zephon-tokenize plugins/zephon-pack plugins/zephon-parquet plugins/zephon-jsonl
+DEMO_PACKAGES := . contrib/zephon-demo plugins/zephon-tokenize plugins/zephon-pack plugins/zephon-storage plugins/zephon-parquet plugins/zephon-jsonl
 
 .PHONY: demo test lint bench install clean dist
 

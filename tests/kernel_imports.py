@@ -7,6 +7,8 @@ rule can fail.
 
 * :func:`plugin_violations` — plugins, integrations and the plugin template import the kernel only
   through the modules of :data:`PLUGIN_MODULES` / :data:`PLUGIN_PACKAGES`.
+* :func:`storage_violations` — other packages use the storage toolkit (``zephon_storage``, a
+  plugin-side library) through its root and its test kit only.
 * :func:`private_name_violations` — nor do they import a ``_private`` name, or a name a public
   module does not list in its ``__all__``.
 * :func:`layer_violations` — the kernel's modules import only their own or lower layers at the top
@@ -25,16 +27,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = ROOT / "zephon_core"
 
-PLUGIN_MODULES = frozenset(
-    {"zephon_core", "zephon_core.plugin_api", "zephon_core.hookspecs", "zephon_core.storage"}
-)
-"""Kernel modules a plugin may import, themselves only (``zephon_core.storage.integrity`` is internal)."""
+PLUGIN_MODULES = frozenset({"zephon_core", "zephon_core.plugin_api", "zephon_core.hookspecs"})
+"""Kernel modules a plugin may import, themselves only (``zephon_core.plugin_api`` is, its imports are not).
+
+``zephon_core.storage`` is not among them: it only forwards, lazily, to the storage toolkit's own
+distribution for readers written against 0.1.0; the repository's plugins import ``zephon_storage``."""
 
 PLUGIN_PACKAGES = ("zephon_core.conformance", "zephon_core.testing")
 """Kernel packages a plugin may import together with all their submodules (for its own tests)."""
 
 
-ALLOWED_TEXT = "zephon_core, zephon_core.plugin_api, .hookspecs, .storage, .conformance(.*) and .testing(.*)"
+ALLOWED_TEXT = "zephon_core, zephon_core.plugin_api, .hookspecs, .conformance(.*) and .testing(.*)"
+
+STORAGE = "zephon_storage"
+"""The storage toolkit readers build on (plugins/zephon-storage): a plugin-side library, held to the
+plugin contract itself, whose own public surface is its root module and its test kit."""
+
+STORAGE_PUBLIC = ("zephon_storage", "zephon_storage.testing")
+"""What other packages may import of the storage toolkit: the root (names of its ``__all__``) and
+the reader test kit with its submodules; its other modules are its own layout."""
 
 
 def plugin_may_import(module: str) -> bool:
@@ -224,6 +235,47 @@ def plugin_violations(sources: Iterable[Source], modules: Iterable[str]) -> list
                 out.append(
                     f"{source.path}:{imp.line}: imports {imp.module}, which is internal to the kernel "
                     f"(plugins import only {ALLOWED_TEXT})"
+                )
+    return out
+
+
+def storage_public_names(root: Path = ROOT) -> frozenset[str]:
+    """The storage toolkit's ``__all__``, read from its source (``sorted(_EXPORTS)`` or a literal list)."""
+    init = root / "plugins" / "zephon-storage" / "src" / "zephon_storage" / "__init__.py"
+    names = declared_public_names(STORAGE, {STORAGE: init})
+    if names is None:
+        raise AssertionError(f"{init}: no __all__ that can be read without importing it")
+    return names
+
+
+def storage_violations(sources: Iterable[Source], public: frozenset[str]) -> list[str]:
+    """One line per import of a module of the storage toolkit outside :data:`STORAGE_PUBLIC`, or of a
+    root name its ``__all__`` (``public``) does not list, from a file that is not the toolkit's own
+    (``plugins/zephon-storage/``)."""
+    out = []
+    for source in sources:
+        if source.path.startswith("plugins/zephon-storage/"):
+            continue
+        for node, _kind in import_statements(_parse(source)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                continue
+            for module in names:
+                if module != STORAGE and not module.startswith(STORAGE + "."):
+                    continue
+                if module == STORAGE and isinstance(node, ast.ImportFrom):
+                    out += [
+                        f"{source.path}:{node.lineno}: imports zephon_storage.{a.name}, which zephon_storage.__all__ "
+                        "does not list (not public)"
+                        for a in node.names
+                        if a.name not in public and not (a.name.startswith("__") and a.name.endswith("__"))
+                    ]
+                    continue
+                if module == STORAGE_PUBLIC[0] or module == STORAGE_PUBLIC[1] or module.startswith(STORAGE_PUBLIC[1] + "."):
+                    continue
+                out.append(
+                    f"{source.path}:{node.lineno}: imports {module}, which is internal to zephon-storage "
+                    f"(import zephon_storage itself, or zephon_storage.testing in tests)"
                 )
     return out
 

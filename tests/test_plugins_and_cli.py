@@ -335,15 +335,6 @@ def test_cli_plugins_lists_builtins():
     assert any(line.split()[:3] == ["stateful_transform", "operator", "zephon-core"] for line in lines)
 
 
-def test_cli_index_on_unknown_layout_is_a_clear_error(tmp_path):
-    (tmp_path / "notes.txt").write_text("hello")
-    out = subprocess.run(
-        [sys.executable, "-m", "zephon_core.cli", "index", str(tmp_path)], capture_output=True, text=True
-    )
-    assert out.returncode == 2
-    assert "no installed format recognises" in out.stderr and "Traceback" not in out.stderr
-
-
 @pytest.mark.slow
 def test_cli_demo_passes_its_self_check():
     out = subprocess.run(

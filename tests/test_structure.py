@@ -221,7 +221,7 @@ def test_plugins_import_only_public_kernel_names() -> None:
         ("import zephon_core._builtins\n", "imports the private module zephon_core._builtins"),
         ("from zephon_core._builtins import x\n", "imports from the private module zephon_core._builtins"),
         ("def f():\n    from zephon_core.plugin_api import _EXPORTS\n", "imports the private name zephon_core.plugin_api._EXPORTS"),
-        ("from zephon_core.storage import integrity\n", "imports zephon_core.storage.integrity, which zephon_core.storage.__all__ does not list"),
+        ("from zephon_core.plugin_api import Stage\n", "imports zephon_core.plugin_api.Stage, which zephon_core.plugin_api.__all__ does not list"),
         ("from zephon_core import runtime\n", "imports zephon_core.runtime, which zephon_core.__all__ does not list"),
     ],
 )

@@ -45,8 +45,8 @@ def feed(
     starts = {lane: (starts or {}).get(lane, LaneStart()) for lane in layout.owned}
     ctx = Context()
     out: queue.Queue[Message] = queue.Queue()
-    mux = Multiplexer(layout.owned, starts, ctx, queue.Queue())  # its outlook paces the feeder, as in a pipeline
-    feeder = Feeder(src, layout, k, starts, ctx, out, mux.outlook, (lambda n: group) if group else (lambda n: n))
+    mux = Multiplexer(layout.owned, starts, ctx, queue.Queue())  # it paces the feeder, as in a pipeline
+    feeder = Feeder(src, layout, k, starts, ctx, out, mux, (lambda n: group) if group else (lambda n: n))
     feeder.run()
     assert ctx.error is None, ctx.error
     messages = []

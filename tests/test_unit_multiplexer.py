@@ -98,11 +98,14 @@ def test_a_fresh_run_that_cannot_fill_one_round_says_so() -> None:
 
 
 def test_outlook_counts_waiting_and_in_flight_microbatches() -> None:
-    """The feeder's pacing signal: waiting ones, plus messages not yet arrived at the lane's rate so far."""
+    """The feeder's pacing signal: waiting ones, plus messages in flight at the lane's rate so far."""
     m = mux([0, 1], batch(0, 0), batch(0, 1), Message(Kind.FLUSH, 0, 0, seq=2), batch(1, 0))
-    assert m.outlook(0, sent=0) == 0.0  # nothing has arrived: no rate yet
+    assert m.outlook(0, in_flight=3, passed=0) == 0.0  # nothing is through: no rate yet
+    assert m.last_arrived(0) == -1
     for _ in range(3):
         m._pull()  # what a round's first __next__ does while it waits for lanes
     assert m.backlog(0) == 2
-    assert m.outlook(0, sent=3) == 2.0  # all three sent messages arrived: only the waiting ones count
-    assert m.outlook(0, sent=6) == pytest.approx(2 + 3 * 2 / 3)
+    assert m.last_arrived(0) == 2  # the flush arrived too
+    assert m.outlook(0, in_flight=0, passed=3) == 2.0  # nothing in flight: only the waiting ones count
+    assert m.outlook(0, in_flight=3, passed=3) == pytest.approx(2 + 3 * 2 / 3)
+    assert m.outlook(0, in_flight=0, passed=6) == 2.0  # through without output (held): adds nothing

@@ -62,53 +62,16 @@ def zephon_register_readers(register: ReaderRegister) -> None:
     )
 
 
-FORMAT_HELP = "the data format, skipping detection (one of the installed readers: see zephon plugins)"
-
-
 @hookimpl
 def zephon_register_commands(subparsers: Subparsers) -> None:
     """The kernel's commands, through the same hook as any package's (the bodies are lazy strings).
 
-    ``index``, ``show`` and ``inspect`` are about storage and may move to a package of their own; the
-    CLI would not notice, since it only ever sees what this hook adds.
+    ``index``, ``show`` and ``inspect`` are about storage: zephon-storage brings them, through this
+    same hook.
     """
     p = subparsers.add_parser("plugins", help="list installed readers, operators, runners, demos and observers")
     p.add_argument("--kind", choices=list(KINDS), help="list only this kind")
     p.set_defaults(fn="zephon_core.cli:plugins_command")
-
-    p = subparsers.add_parser("show", help="print the first samples of a dataset and the schema they show")
-    p.add_argument("path", help="a dataset folder, file or fsspec URL")
-    p.add_argument("-n", type=int, default=5, help="how many samples to print (default 5)")
-    p.add_argument("--format", help=FORMAT_HELP)
-    p.set_defaults(fn="zephon_core.cli_data:show")
-    p = subparsers.add_parser("inspect", help="print a dataset's format, its shards with their sizes, and totals")
-    p.add_argument("path", help="a dataset folder, file or fsspec URL")
-    p.add_argument("--format", help=FORMAT_HELP)
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    p.set_defaults(fn="zephon_core.cli_data:inspect_dataset")
-
-    p = subparsers.add_parser(
-        "index",
-        help="build the index and manifest of a dataset ahead of time; optionally checksum and validate it",
-    )
-    p.add_argument("path", help="a dataset folder, file or fsspec URL")
-    p.add_argument("--format", help=FORMAT_HELP)
-    p.add_argument(
-        "--checksum", action="store_true", help="record each file's SHA-256 in the manifest (for verify='checksum')"
-    )
-    p.add_argument(
-        "--validate",
-        action="store_true",
-        help="read every record, decode its fields with the installed field validators (e.g. images with "
-        "zephon-vision), and list the bad ones (exit status 1 if any)",
-    )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        help="files indexed at once, in threads, and worker processes for --validate (default: CPUs)",
-    )
-    p.set_defaults(fn="zephon_core.cli_index:build")
 
     p = subparsers.add_parser("stubs", help="write a type stub of the Pipeline builder that includes plugin operators")
     p.add_argument(

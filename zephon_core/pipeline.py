@@ -130,6 +130,23 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         self._manifest: Observer | None = None
         self._delivered: Iterator[SampleBatch] | None = None
 
+    @classmethod
+    def from_recipe(
+        cls, path: str | os.PathLike[str], overrides: Iterable[str] | dict[str, Any] = (), *, plugins: ZephonPluginManager | None = None
+    ) -> Pipeline:
+        """The pipeline a recipe file (YAML or TOML) describes, validated first; ``overrides`` are
+        ``"dotted.key=value"`` strings as ``zephon run --set`` takes them. Needs zephon-recipes."""
+        import importlib
+
+        try:
+            recipes = importlib.import_module("zephon_recipes")  # by name: the kernel does not depend on it
+        except ImportError:
+            from zephon_core.plugins import install_hint
+
+            raise ConfigError(f"Pipeline.from_recipe needs zephon-recipes; {install_hint('zephon-recipes')}") from None
+        pipeline: Pipeline = recipes.load_recipe(path, overrides, plugins=plugins)
+        return pipeline
+
     # -- building -------------------------------------------------------------------------------
     @property
     def plugins(self) -> ZephonPluginManager:

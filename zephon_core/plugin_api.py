@@ -12,10 +12,13 @@ A plugin imports the kernel through these modules only:
   errors, ...);
 * ``zephon_core.plugin_api`` — this module: the building blocks only plugins need;
 * ``zephon_core.hookspecs`` — ``hookimpl`` and the ``register`` callback protocols;
-* ``zephon_core.storage`` — the storage toolkit for readers (``FileReader``, ``Storage``, the
-  manifest and sidecar-index helpers), exactly the names of its ``__all__``;
 * ``zephon_core.conformance`` and ``zephon_core.testing`` (and their submodules) — for the plugin's
   own tests.
+
+Readers build on a library of their own, the storage toolkit ``zephon_storage`` (distribution
+zephon-storage: ``FileReader``, ``Storage``, the manifest and sidecar-index helpers, and the reader
+test kit ``zephon_storage.testing``); it is held to this same contract. The kernel's former
+``zephon_core.storage`` still resolves its names there, lazily.
 
 Every other kernel module (``zephon_core.ops.contract``, ``zephon_core.runtime.*``, ...) is internal:
 it may be split, renamed or moved in any release, and a plugin importing it breaks without warning.
@@ -36,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "zephon_core.errors",
     "Diagnosis": "zephon_core.runtime.diagnose",
     "Emitted": "zephon_core.ops.contract",
+    "FunctionOperator": "zephon_core.ops.function_operator",
     "ItemFailure": "zephon_core.ops.contract",
     "Lineage": "zephon_core.ops.contract",
     "MapTransform": "zephon_core.ops.mapping",
@@ -46,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "Payload": "zephon_core.ops.contract",
     "Progress": "zephon_core.progress",
     "Reader": "zephon_core.work.readers",
+    "RecordFn": "zephon_core.ops.function_operator",
     "SourceInfo": "zephon_core.work.contract",
     "Ticker": "zephon_core.progress",
     "WorkerCrashedError": "zephon_core.errors",
@@ -74,6 +79,7 @@ __all__ = [
     "ConfigError",
     "Diagnosis",
     "Emitted",
+    "FunctionOperator",
     "ItemFailure",
     "Lineage",
     "MapTransform",
@@ -84,6 +90,7 @@ __all__ = [
     "Payload",
     "Progress",
     "Reader",
+    "RecordFn",
     "SourceInfo",
     "Ticker",
     "WorkerCrashedError",
@@ -129,6 +136,7 @@ if TYPE_CHECKING:
     from zephon_core.hashing import mix64, splitmix64, stable_hash64, uniforms
     from zephon_core.hookspecs import PLUGIN_CONTRACT
     from zephon_core.ops.contract import Emitted, ItemFailure, Lineage, Payload, WorkerFn, apply_each, callable_name
+    from zephon_core.ops.function_operator import FunctionOperator, RecordFn
     from zephon_core.ops.mapping import MapTransform, PassThrough
     from zephon_core.plugins import ZephonPluginManager, default_plugin_manager, load_object
     from zephon_core.progress import Progress, Ticker

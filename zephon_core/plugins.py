@@ -50,11 +50,15 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("observer", "manifest"): "zephon-observe",
     ("command", "profile"): "zephon-observe",
     ("command", "manifest"): "zephon-observe",
+    **{("command", c): "zephon-recipes" for c in ("check", "run", "diff", "recipe-schema")},
+    **{("command", name): "zephon-storage" for name in ("show", "inspect", "index")},
 }
 """First-party names, so a missing plugin's error can say which package to install (``"command"``:
 ``zephon`` subcommands, which are not registry entries but are named the same way)."""
 
-CONTRIB: frozenset[str] = frozenset({"zephon-demo", "zephon-observe", "zephon-ray", "zephon-torch", "zephon-vlm-demo"})
+CONTRIB: frozenset[str] = frozenset(
+    {"zephon-demo", "zephon-observe", "zephon-ray", "zephon-recipes", "zephon-torch", "zephon-vlm-demo"}
+)
 """First-party distributions kept under ``contrib/`` of the repository (the others are under ``plugins/``)."""
 
 

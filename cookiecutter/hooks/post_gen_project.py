@@ -15,7 +15,7 @@ for name in unused:
 print(
     "Generated {{ cookiecutter.project_slug }}. zephon-core is not on PyPI yet: install with\n"
     "  cd {{ cookiecutter.project_slug }}\n"
-    "  python -m pip wheel --no-deps --wheel-dir wheels path/to/zephon\n"
+    "  python -m pip wheel --no-deps --wheel-dir wheels path/to/zephon path/to/zephon/plugins/zephon-storage\n"
     "  pip install --find-links wheels -e '.[test]'\n"
     "(see its README, 'Development')."
 )

@@ -328,6 +328,7 @@ class OperatorConformance(SuiteBase):
                 f"({_first_difference(baseline, got)}): derive randomness by hashing (seed, lane, record key)"
             )
 
+    @pytest.mark.slow
     def test_fresh_interpreters_agree(self, subject: Subject, baseline: list[str], tmp_path: Path) -> None:
         if not subject.caps.subprocess_factory:
             pytest.skip("operator factory cannot be rebuilt in a fresh interpreter (Capabilities.subprocess_factory)")
@@ -514,6 +515,7 @@ class OperatorConformance(SuiteBase):
             )
 
     # -- rule 7: resume equals the uninterrupted run ----------------------------------------------
+    @pytest.mark.slow
     def test_resume_from_every_cut_point(self, subject: Subject, baseline: list[str]) -> None:
         lanes = 2
         full = run_global(subject.builder(), lanes=lanes, flush_every=FLUSH_EVERY, runner="inline")
@@ -551,6 +553,7 @@ class OperatorConformance(SuiteBase):
                 f"global batches differ ({_first_difference(baseline, got)})"
             )
 
+    @pytest.mark.slow
     def test_differential_random_pipelines(self, subject: Subject, request: pytest.FixtureRequest) -> None:
         """Hypothesis: random pipelines around the operator, random topology, runner and cut point."""
         pytest.importorskip("hypothesis")

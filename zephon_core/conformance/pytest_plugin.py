@@ -51,6 +51,13 @@ def pytest_addoption(parser: Any) -> None:
     )
 
 
+def pytest_configure(config: Any) -> None:
+    """Declare the ``slow`` mark the suite puts on its three costliest checks (resume from every cut
+    point, fresh interpreters, random differential pipelines): ``-m "not slow"`` gives a quick pass
+    over every rule, a plain run still runs them all."""
+    config.addinivalue_line("markers", "slow: the conformance suite's costliest checks (deselect with -m 'not slow')")
+
+
 @pytest.fixture
 def zephon_plugins() -> ZephonPluginManager:
     """The plugin manager the conformance suite builds pipelines and readers with.

@@ -67,12 +67,23 @@ class BatchAccumulator:
         rows.lineage.extend(records.lineage[start:])
         out: list[Work] = []
         b = self.size
-        while len(rows.payloads) >= b:
-            meta = MicrobatchMeta(self.index, self.cursor.position(len(rows.payloads) - b))
-            task = (rows.payloads[:b], rows.keys[0]) if self.keyed else rows.payloads[:b]
-            out.append(Work(task, rows.keys[:b], rows.lineage[:b], rows.dropped, meta))
+        held = len(rows.payloads)
+        if held < b:
+            return out
+        # Cut every full microbatch by offset, then keep the remainder once: re-slicing what is
+        # left after each microbatch would copy a large message's rows once per microbatch.
+        payloads, keys, lineage = rows.payloads, rows.keys, rows.lineage
+        dropped = rows.dropped
+        at = 0
+        while held - at >= b:
+            end = at + b
+            meta = MicrobatchMeta(self.index, self.cursor.position(held - end))
+            task = (payloads[at:end], keys[at]) if self.keyed else payloads[at:end]
+            out.append(Work(task, keys[at:end], lineage[at:end], dropped, meta))
+            dropped = []
             self.index += 1
-            self.rows = rows = Records(rows.payloads[b:], rows.keys[b:], rows.lineage[b:])
+            at = end
+        self.rows = Records(payloads[at:], keys[at:], lineage[at:])
         return out
 
     def finish(self) -> list[Work]:

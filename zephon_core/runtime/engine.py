@@ -32,7 +32,7 @@ from zephon_core.runtime.messages import Message
 from zephon_core.runtime.metrics import TRACE_EVENTS, chrome_trace
 from zephon_core.runtime.multiplexer import Multiplexer
 from zephon_core.runtime.replay import LaneStart, lane_state
-from zephon_core.runtime.runners import Executor
+from zephon_core.runtime.runners import Executor, ReportsMetrics
 from zephon_core.runtime.stage import Stage, StageSpec
 from zephon_core.runtime.types import SampleBatch
 from zephon_core.work.contract import WorkSource
@@ -103,7 +103,7 @@ class Engine:
             lambda: fetched.bytes_per_record,
         )
         self.mux = Multiplexer(self.lanes, starts, self.ctx, queues[-1], len(self.lanes) * batch.microbatch_size)
-        self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux.outlook, fetch.group_size)
+        self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux, fetch.group_size)
         try:
             for i, plan in enumerate([*plans, batch_plan]):
                 ex = make_executor(plan)
@@ -191,6 +191,8 @@ class Engine:
                     "latency_ms": m.percentiles(),
                 }
             )
+            if isinstance(st.executor, ReportsMetrics):
+                stages[-1]["executor"] = st.executor.metrics()
         tuner = getattr(self, "tuner", None)
         return {
             "elapsed_s": time.monotonic() - self.started_at,

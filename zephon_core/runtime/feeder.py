@@ -5,18 +5,29 @@ A lane's chunks are computed directly from the work source (chunk ``g`` of lane 
 chunks of a lane it sends a ``FLUSH`` closing that window; at the lane's end it closes the last,
 partial window and sends ``LANE_END``. Which lane it feeds next follows demand: the lane with the
 fewest microbatches expected at the multiplexer, counting those waiting there and those still in
-flight (its messages not yet arrived, times the microbatches per message the lane has yielded so
-far). Counting only what waits would overfeed a lane whose data is still in the pipeline, and the
-multiplexer would then hold a pile of that lane's microbatches while it waits for another lane: with
-large records that pile, not the queues, is where memory went. The choice changes timing only: each
-lane's messages are the same whatever the interleaving.
+flight (its messages not yet through the pipeline, times the microbatches per message the lane has
+yielded so far). Counting only what waits would overfeed a lane whose data is still in the pipeline,
+and the multiplexer would then hold a pile of that lane's microbatches while it waits for another
+lane: with large records that pile, not the queues, is where memory went.
+
+A message is through the pipeline once it, or any message put after it, has reached the
+multiplexer: every stage forwards in the order it received (a reorder window restores it), so output
+made in response to a later message comes after whatever the earlier one made. A message can be
+through without having yielded anything: a packer's open row or ``ensure_mixture`` holds its
+records until more of the lane comes. Counting such a message as still in flight (it never arrives)
+made a lane that is waited for look fed while it starved, and the feeder then fed every other lane
+for seconds. The feeder therefore numbers every message it puts and keeps, per lane, the numbers of
+those not yet known to be through. The choice changes timing only: each lane's messages are the
+same whatever the interleaving.
 """
 
 from __future__ import annotations
 
+import collections
 import queue
 import time
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from zephon_core.errors import ConfigError
 from zephon_core.runtime.context import Context, Stopped
@@ -29,6 +40,19 @@ from zephon_core.work.lanes import LaneLayout
 LEAD_POLL_S = 0.002
 """How often a feeder held back by a trainer-steered source's lead looks again."""
 
+
+class Demand(Protocol):
+    """What paces the feeder: the multiplexer (:class:`~zephon_core.runtime.multiplexer.Multiplexer`)."""
+
+    def last_arrived(self, lane: int) -> int:
+        """``seq`` of the latest message of ``lane`` to reach the end of the pipeline (-1: none)."""
+        ...
+
+    def outlook(self, lane: int, in_flight: int, passed: int) -> float:
+        """Microbatches of ``lane`` expected: waiting, plus what ``in_flight`` messages should yield."""
+        ...
+
+
 class Feeder:
     """Produces the head queue's messages for the lanes one rank owns (run on its own thread)."""
 
@@ -40,7 +64,7 @@ class Feeder:
         starts: Mapping[int, LaneStart],
         ctx: Context,
         out: queue.Queue[Message],
-        outlook: Callable[[int, int], float],
+        demand: Demand,
         group_size: Callable[[int], int] = lambda n: n,
     ) -> None:
         self.source = source
@@ -48,23 +72,54 @@ class Feeder:
         self.k = flush_every
         self.ctx = ctx
         self.out = out
-        self.outlook = outlook
+        self.demand = demand
         self.group_size = group_size
         self.next_local = {lane: starts[lane].first_chunk(flush_every) for lane in layout.owned}
         self.emitted = {lane: 0 for lane in layout.owned}
         self.chunks = {lane: 0 for lane in layout.owned}
         self.sent = {lane: 0 for lane in layout.owned}  # messages put for the lane: the next one's seq
+        self.puts = 0  # messages put for all lanes: the next one's put number
+        # per lane, (seq, put number) of its messages not yet known to be through the pipeline
+        self.unsettled: dict[int, collections.deque[tuple[int, int]]] = {
+            lane: collections.deque() for lane in layout.owned
+        }
+        self.through = -1  # put number of the latest message known to be through the pipeline
 
     def window_of(self, local_index: int) -> int:
         """The window a lane-local chunk belongs to."""
         return local_index // self.k if self.k else 0
 
+    def settle(self) -> None:
+        """Learn which messages are through the pipeline: those that arrived, and all put before them."""
+        demand, through = self.demand, self.through
+        for lane, log in self.unsettled.items():
+            last = demand.last_arrived(lane)
+            while log and log[0][0] <= last:
+                through = max(through, log.popleft()[1])
+        self.through = through
+
+    def in_flight(self, lane: int) -> int:
+        """Messages of ``lane`` not yet through the pipeline, as of the last :meth:`settle`."""
+        log = self.unsettled[lane]
+        while log and log[0][1] <= self.through:
+            log.popleft()
+        return len(log)
+
+    def outlook(self, lane: int) -> float:
+        """Microbatches of ``lane`` expected at the multiplexer, as of the last :meth:`settle`."""
+        in_flight = self.in_flight(lane)
+        return self.demand.outlook(lane, in_flight, self.sent[lane] - in_flight)
+
     def _pick_lane(self, active: list[int], emitted: dict[int, int]) -> int:
-        return min(active, key=lambda lane: (self.outlook(lane, self.sent[lane]), emitted[lane], lane))
+        self.settle()
+        return min(active, key=lambda lane: (self.outlook(lane), emitted[lane], lane))
 
     def _put(self, kind: Kind, lane: int, window: int, body: object = None) -> None:
-        self.ctx.put(self.out, Message(kind, lane, window, body, self.sent[lane]))
+        seq = self.sent[lane]
+        self.unsettled[lane].append((seq, self.puts))  # before the put: it may arrive before put returns
+        self.puts += 1
         self.sent[lane] += 1
+        self.ctx.put(self.out, Message(kind, lane, window, body, seq))
 
     def _feedable(self, active: list[int], parts: Mapping[int, object]) -> list[int]:
         """The lanes whose next chunk may be computed now: all, unless the source paces the feeder

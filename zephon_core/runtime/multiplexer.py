@@ -59,12 +59,17 @@ class Multiplexer:
         """Microbatches of ``lane`` waiting to be delivered."""
         return len(self.ready[lane])
 
-    def outlook(self, lane: int, sent: int) -> float:
-        """Microbatches of ``lane`` expected here: those waiting, and those its ``sent`` feeder messages
-        not yet arrived should yield at the lane's rate so far (the feeder feeds the lowest first)."""
-        arrived = self.arrived[lane] + 1
-        rate = self.yielded[lane] / arrived if arrived else 0.0
-        return len(self.ready[lane]) + max(0, sent - arrived) * rate
+    def last_arrived(self, lane: int) -> int:
+        """``seq`` of the latest message of ``lane`` that arrived here (-1: none yet)."""
+        return self.arrived[lane]
+
+    def outlook(self, lane: int, in_flight: int, passed: int) -> float:
+        """Microbatches of ``lane`` expected here: those waiting, and those its ``in_flight`` feeder
+        messages should yield at the lane's rate so far (microbatches per message of the ``passed``
+        ones: those through the whole pipeline, whether they yielded or their records are held by an
+        operator). The feeder feeds the lane with the lowest outlook first."""
+        rate = self.yielded[lane] / passed if passed > 0 else 0.0
+        return len(self.ready[lane]) + in_flight * rate
 
     def _pull(self) -> None:
         try:

@@ -7,8 +7,8 @@ That is why switching runners is a pure performance choice.
 Besides the two protocols every runner and executor implements, a runner or executor may declare
 optional capabilities, each a small protocol the kernel checks with ``isinstance``:
 :class:`CrossesProcesses` (a runner whose workers live in other processes: consecutive stateless
-steps are fused there) and :class:`Resizable` (an executor whose pool the autotuner may grow or
-shrink).
+steps are fused there), :class:`Resizable` (an executor whose pool the autotuner may grow or
+shrink) and :class:`ReportsMetrics` (an executor whose figures ``Pipeline.metrics()`` shows).
 """
 
 from __future__ import annotations
@@ -60,6 +60,20 @@ class Resizable(Protocol):
 
     def resize(self, parallelism: int) -> None:
         """Run ``parallelism`` workers from now on (a shrinking pool may finish current tasks first)."""
+        ...
+
+
+@runtime_checkable
+class ReportsMetrics(Protocol):
+    """An executor capability: it reports its pool's own figures.
+
+    When the kernel uses it: ``Pipeline.metrics()`` shows what :meth:`metrics` returns under the
+    stage's ``"executor"`` key (e.g. the Ray runner's live actors, retries and replacements). It is
+    called from whichever thread reads the metrics, so it must be quick and thread-safe.
+    """
+
+    def metrics(self) -> dict[str, Any]:
+        """A JSON-compatible snapshot of the pool (cumulative counters and current sizes)."""
         ...
 
 

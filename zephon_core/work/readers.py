@@ -7,11 +7,11 @@ a chunk file or a byte range once for many samples instead of once per sample.
 Readers are sent to worker processes, so they must pickle cheaply: keep configuration in the
 object and (re)open files lazily.
 
-Beyond :class:`Reader`, a reader may declare optional capabilities, each a small protocol the
-kernel checks with ``isinstance``: :class:`SkippingReader` (records that do not decode become
-tombstones instead of errors) and :class:`StorageBacked` (shards are files under a storage root,
-so commands can show their sizes and URLs). Every
-:class:`~zephon_core.storage.readers.StorageReader` has both.
+Beyond :class:`Reader`, a reader may declare an optional capability, a small protocol the kernel
+checks with ``isinstance``: :class:`SkippingReader` (records that do not decode become tombstones
+instead of errors). Every ``StorageReader`` of the zephon-storage distribution has it, and also
+``zephon_storage.StorageBacked`` (shards are files under a storage root), which that package's
+commands ask for.
 """
 
 from __future__ import annotations
@@ -19,14 +19,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from zephon_core.errors import ReaderError
-
-if TYPE_CHECKING:
-    from zephon_core.storage.location import Storage
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,21 +90,6 @@ class SkippingReader(Protocol):
 
     def read_or_skip(self, shard: int, indices: np.ndarray) -> list[dict[str, Any] | None]:
         """Like :meth:`Reader.read`, with ``None`` in place of each skipped record."""
-        ...
-
-
-@runtime_checkable
-class StorageBacked(Protocol):
-    """A reader capability: its shards are files under a storage root.
-
-    When the kernel uses it: ``zephon show``/``inspect`` print each shard's file size, and
-    ``zephon index --validate`` names a bad record's file by its URL; a reader without it (the
-    in-memory one) is shown by shard ids alone.
-    """
-
-    @property
-    def storage(self) -> Storage:
-        """The storage root the shard ids are relative to."""
         ...
 
 

@@ -28,6 +28,7 @@ from zephon_ray import testing as ray_helpers
 
 _HERE = Path(__file__).resolve().parent
 
+
 def _short_temp_root() -> str:
     """A temp folder short enough for Ray's Unix socket paths (at most 107 bytes in all)."""
     base = tempfile.gettempdir()
@@ -101,6 +102,89 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     # the session, so the packages tested after this one never share a process with a live Ray.
     if nextitem is None or _HERE not in Path(str(nextitem.path)).parents:
         _stop()
+
+
+class LocalCluster:
+    """A Ray cluster of several raylets on this machine (``ray.cluster_utils.Cluster``), driver connected.
+
+    The head has 1 CPU and no ``heavy`` resource, so an operator asking for ``{"heavy": 1}`` runs only
+    on the worker nodes; each worker node has 1 CPU and ``heavy: 1`` (one heavy actor per node).
+    Health checks run every second, so a removed node is declared dead in about 5 s (Ray's default is
+    15 s; much less than 5 s makes a raylet that is merely slow on a loaded machine look dead).
+    """
+
+    def __init__(self, folder: str) -> None:
+        from ray.cluster_utils import Cluster
+
+        self.folder = folder
+        # The head is added as a node (not by the constructor), so a head that fails to start
+        # still leaves a Cluster whose shutdown() stops what did start.
+        self.cluster = Cluster(initialize_head=False, shutdown_at_exit=True)
+        self.workers: list[Any] = []
+
+    def start_head(self) -> None:
+        """Start the head raylet (and GCS): 1 CPU, no ``heavy`` resource, fast health checks."""
+        self.cluster.add_node(
+            num_cpus=1,
+            temp_dir=self.folder,
+            include_dashboard=False,
+            object_store_memory=80 * 1024**2,
+            _system_config={
+                "health_check_period_ms": 1000,
+                "health_check_failure_threshold": 5,
+                "health_check_initial_delay_ms": 0,
+            },
+        )
+
+    def add_worker(self) -> Any:
+        """Start one more worker raylet (1 CPU, ``heavy: 1``) and wait until the cluster sees it."""
+        node = self.cluster.add_node(
+            num_cpus=1, resources={"heavy": 1}, object_store_memory=80 * 1024**2, include_dashboard=False
+        )
+        self.workers.append(node)
+        self.cluster.wait_for_nodes(timeout=60)
+        return node
+
+    def remove_worker(self, node: Any) -> None:
+        """Kill a worker raylet and everything on it, as a lost or preempted machine."""
+        self.workers.remove(node)
+        self.cluster.remove_node(node, allow_graceful=False)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[LocalCluster]:
+    """A head and two worker raylets; stops the session's single-node instance first, restores it after.
+
+    Every socket, log and spill file is under a short temp folder (Unix socket paths < 108 bytes).
+    """
+    import ray
+    from ray import cloudpickle
+
+    _stop()
+    folder = tempfile.mkdtemp(prefix="zrc-", dir=_short_temp_root())
+    os.makedirs(os.path.join(folder, "ray"), exist_ok=True)  # where Cluster records the address
+    saved = {k: os.environ.get(k) for k in ("TMPDIR", "RAY_TMPDIR")}
+    sigterm = signal.getsignal(signal.SIGTERM)
+    os.environ["TMPDIR"] = os.environ["RAY_TMPDIR"] = folder
+    cloudpickle.register_pickle_by_value(ray_helpers)
+    cluster = LocalCluster(folder)
+    try:
+        cluster.start_head()
+        for _ in range(2):
+            cluster.add_worker()
+        ray.init(address=cluster.cluster.address, log_to_driver=False)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.cluster.shutdown()
+        cloudpickle.unregister_pickle_by_value(ray_helpers)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        signal.signal(signal.SIGTERM, sigterm)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def test_worker_exception_names_operator_and_sample():
     assert time.monotonic() - t0 < 60
 
 
-def test_crashed_actor_surfaces_as_worker_crashed_error_within_seconds():
+def test_poison_record_is_a_worker_crashed_error_naming_operator_and_sample():
     p = (
         Pipeline(ray_helpers.numbers())
         .map_transform(ray_helpers.die_on_seven, parallelism=2, runner="ray")
@@ -44,30 +44,36 @@ def test_crashed_actor_surfaces_as_worker_crashed_error_within_seconds():
     with p:
         it = iter(p)
         t0 = time.monotonic()
-        with pytest.raises(WorkerCrashedError, match=r"Ray actor of operator 'die_on_seven' died"):
+        with pytest.raises(WorkerCrashedError) as info:
             list(it)
-        assert time.monotonic() - t0 < 30  # includes starting the actors
+        assert time.monotonic() - t0 < 60  # includes starting the actors and their replacements
+    msg = str(info.value)
+    # a crash cannot say which record killed the process: the task's samples are named (sample 7's chunk)
+    assert "operator 'die_on_seven' (worker) failed" in msg and "samples nums[shard 0 (memory-00000), index 0]" in msg
+    assert "killed 2 Ray actors in a row" in msg
 
 
-def test_actor_killed_mid_run_stops_the_pipeline_quickly(tmp_path):
+def test_actor_killed_mid_run_is_replaced_and_the_run_is_unchanged(tmp_path):
     folder = tmp_path / "pids"
     folder.mkdir()
     p = (
-        Pipeline(ray_helpers.numbers(20000, chunk_size=64))
+        Pipeline(ray_helpers.numbers(3000, chunk_size=64))
         .map_transform(ray_helpers.PidRecorder(str(folder)), parallelism=2, runner="ray")
         .batch(8)
         .options(runner="threads", lanes=2)
     )
     with p:
         it = iter(p)
-        next(it)
+        got = [int(x) for x in next(it).data["i"]]
         victim = int(next(iter(Path(folder).iterdir())).name)
         psutil.Process(victim).kill()
-        t0 = time.monotonic()
-        with pytest.raises(WorkerCrashedError, match=rf"died \(pid {victim}\)"):
-            for _ in it:
-                pass
-        assert time.monotonic() - t0 < 10
+        got += [int(x) for b in it for x in b.data["i"]]
+        ray_stage = next(s for s in p.metrics()["stages"] if "executor" in s)["executor"]
+    assert len(got) == len(set(got)) > 2900, "every record at most once (a partial last microbatch is left over)"
+    assert ray_stage["actor_deaths"] == {"process died": 1} and ray_stage["replacements"] == 1
+    threads = Pipeline(ray_helpers.numbers(3000, chunk_size=64)).map_transform(ray_helpers.add_one).batch(8)
+    with threads.options(runner="threads", lanes=2) as t:
+        assert got == [int(x) for b in t for x in b.data["i"]], "the same batches in the same order"
 
 
 def test_unpicklable_worker_is_a_config_error_naming_the_operator():

@@ -71,6 +71,13 @@ def test_code_wins_over_environment(monkeypatch, ray_options):
         ({"actor_options": ["num_cpus", 1]}, "actor_options must be a dict"),
         ({"actor_options": {"max_concurrency": 4}}, "may not set max_concurrency"),
         ({"start_timeout": 0}, "start_timeout must be a positive number"),
+        ({"placement": "scatter"}, r"placement must be one of \['pack', 'spread'\] or None, got 'scatter'"),
+        (
+            {"placement": "spread", "actor_options": {"scheduling_strategy": "DEFAULT"}},
+            r"either placement or actor_options\['scheduling_strategy'\]",
+        ),
+        ({"max_task_crashes": 0}, "max_task_crashes must be an int >= 1, got 0"),
+        ({"max_parallelism": True}, "max_parallelism must be an int >= 1, got True"),
     ],
 )
 def test_bad_options_fail_early(options, message, ray_options):
@@ -107,3 +114,29 @@ def test_named_runner_plugin_applies_actor_options():
         cpus = {float(c) for b in p for c in b.data["cpus"]}
     assert cpus == {1.0}, "actor_options must reach ActorClass.options()"
     assert json.loads(json.dumps(pm.listing()))  # the plugin lists like any other
+
+
+def test_placement_becomes_a_ray_scheduling_strategy_and_reads_from_the_environment(ray_options):
+    assert RayOptions(placement="spread").scheduling_options == {"scheduling_strategy": "SPREAD"}
+    assert RayOptions(placement="pack", actor_options={"num_cpus": 1}).scheduling_options == {
+        "num_cpus": 1,
+        "scheduling_strategy": "DEFAULT",
+    }
+    assert RayOptions(actor_options={"num_gpus": 1}).scheduling_options == {"num_gpus": 1}
+    env = {"ZEPHON_RAY_PLACEMENT": "spread", "ZEPHON_RAY_MAX_TASK_CRASHES": "3", "ZEPHON_RAY_MAX_PARALLELISM": "8"}
+    assert from_environment(env) == {"placement": "spread", "max_task_crashes": 3, "max_parallelism": 8}
+
+
+def test_death_reasons_tell_a_lost_node_from_a_killed_process():
+    from ray.exceptions import ActorDiedError, ObjectLostError, OutOfMemoryError, RayActorError
+    from zephon_ray.executor import death_reason
+
+    assert death_reason(ActorDiedError()) == "process died"
+    assert death_reason(RayActorError(preempted=True)) == "node preempted"
+    assert death_reason(RayActorError(error_msg="The actor died because its node has died. Node Id: ab")) == "node lost"
+    assert death_reason(ObjectLostError("00" * 28, "", "")) == "node lost"
+    assert death_reason(OutOfMemoryError("Task was killed due to the node running low on memory.")) == "out of memory"
+    # Ray's generic advice mentions the OOM killer: that alone is not an out-of-memory death
+    assert death_reason(RayActorError(error_msg="worker exited; (1) the OOM killer due to high memory usage")) == (
+        "process died"
+    )

@@ -19,7 +19,7 @@ import csv
 
 from zephon_core.conformance import ReaderConformance
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import FileReaderFaults, split, zephon_index
+from zephon_storage.testing.readers import FileReaderFaults, split, zephon_index
 
 
 def write_csv(path, records):

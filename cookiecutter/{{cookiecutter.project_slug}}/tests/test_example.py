@@ -14,7 +14,7 @@ def test_repeats_are_dropped_within_a_window():
 {%- else -%}
 import csv
 
-from zephon_core.testing.readers import run_cli
+from zephon_storage.testing.readers import run_cli
 
 
 def write(path, rows):

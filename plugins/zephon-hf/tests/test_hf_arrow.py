@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import check_fetch_runners, check_reader, read_all, unknown_option_message
 
 from zephon_core import ConfigError, Dataset, ReaderError, RecordError
-from zephon_core.testing.readers import check_fetch_runners, check_reader, read_all, unknown_option_message
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -110,8 +110,9 @@ def test_builder_cache_from_load_dataset(hf, rows, tmp_path):
 @pytest.mark.slow  # spawns worker processes; the conformance suite already reads from spawned processes
 def test_pipeline_threads_and_processes(hf, tmp_path):
     """A fetch + batch pipeline in threads, then in worker processes: every row right, the same batches."""
+    from zephon_storage.testing.readers import split
+
     from zephon_core.testing.corpus import documents
-    from zephon_core.testing.readers import split
 
     docs = documents(limit=3000)
     hf.Dataset.from_list(docs).save_to_disk(str(tmp_path / "a"), num_shards=4)

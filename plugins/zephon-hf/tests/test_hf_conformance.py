@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-
-from zephon_core.testing.readers import CorpusConformance
+from zephon_storage.testing.readers import CorpusConformance
 
 
 class HFConformance(CorpusConformance):

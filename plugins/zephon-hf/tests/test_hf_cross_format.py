@@ -12,9 +12,9 @@ import itertools
 
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import cross_format_hashes, plain_parquet
 
 from zephon_core import Dataset
-from zephon_core.testing.readers import cross_format_hashes, plain_parquet
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import read_all, unknown_option_message
 
 from zephon_core import ConfigError, Dataset, ReaderError
-from zephon_core.testing.readers import read_all, unknown_option_message
 
 pytestmark = pytest.mark.timeout(120)
 

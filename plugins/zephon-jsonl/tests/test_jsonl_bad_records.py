@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import fetch_pipeline, run_cli
 
 from zephon_core import ConfigError, Dataset, ReaderError, ZephonError, hash_global_batch
 from zephon_core.cli import main
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import fetch_pipeline, run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,7 +71,7 @@ def test_validate_shows_progress_on_a_terminal(folder: Path, capsys: pytest.Capt
 
 
 def test_validate_reports_an_unreadable_file_and_goes_on(folder: Path) -> None:
-    from zephon_core.storage import validate
+    from zephon_storage import validate
 
     ds = Dataset.from_path("bad", str(folder))
     (folder / "p2.jsonl").write_bytes((folder / "p2.jsonl").read_bytes()[:1000])  # cut after listing

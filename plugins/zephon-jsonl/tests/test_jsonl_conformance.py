@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-from zephon_core.testing.readers import CorpusConformance
+from zephon_storage.testing.readers import CorpusConformance
 
 
 class TestJsonlConformance(CorpusConformance):

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zstandard
+from zephon_storage.testing.readers import FileReaderFaults, zephon_index
 
 from zephon_core import Dataset, ReaderError
-from zephon_core.testing.readers import FileReaderFaults, zephon_index
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zstandard
+from zephon_storage.testing.readers import check_fetch_runners, check_reader, split
 
 from zephon_core import Dataset, ReaderError
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import check_fetch_runners, check_reader, split
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from zephon_storage.testing.readers import CorpusConformance
 
 from zephon_core.conformance.rules import ReaderCapabilities
-from zephon_core.testing.readers import CorpusConformance
 
 
 class TestLanceConformance(CorpusConformance):

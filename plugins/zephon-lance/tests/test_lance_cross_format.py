@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import lance
 import pytest
+from zephon_storage.testing.readers import cross_format_hashes, plain_parquet, split
 
 from zephon_core import Dataset
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import cross_format_hashes, plain_parquet, split
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import lance
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import fetch_pipeline, read_all, split
 
 from zephon_core import ConfigError, Dataset, ReaderError, ZephonError
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import fetch_pipeline, read_all, split
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,10 +8,10 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
+from zephon_storage.testing.readers import check_fetch_runners, check_reader, read_all, split
 
 from zephon_core import CheckpointError, Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import check_fetch_runners, check_reader, read_all, split
 
 pytestmark = pytest.mark.timeout(120)
 

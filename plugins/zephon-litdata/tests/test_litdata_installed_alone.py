@@ -18,7 +18,7 @@ SCRIPT = """
 import sys
 import numpy as np
 from zephon_core import Dataset, Pipeline, ReaderError, StaticMixtureWorkSource
-from zephon_core.testing.tagged import load_expected, read_tagged
+from zephon_storage.testing.tagged import load_expected, read_tagged
 
 data = sys.argv[1]
 for variant in ("pytree_zstd_batch", "pytree_zstd_chunk", "pytree_zstd_sample", "pytree"):

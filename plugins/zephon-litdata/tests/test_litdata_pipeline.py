@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import run_explained
 
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource, hash_global_batch
-from zephon_core.testing.readers import run_explained
 
 
 def _fields(row: dict[str, Any]) -> dict[str, Any]:

@@ -11,10 +11,10 @@ import fsspec
 import numpy as np
 import pytest
 import zstandard
+from zephon_storage.testing.readers import read_all
 
 from zephon_core import ConfigError, Dataset, ReaderError
 from zephon_core.plugins import get_plugin_manager
-from zephon_core.testing.readers import read_all
 
 READABLE = (
     "arrow_rows",

@@ -1,7 +1,7 @@
 """Fixtures for the zephon-mds tests: the committed MDS datasets and their expected values.
 
 The datasets under ``fixtures/data`` were written by ``streaming.MDSWriter`` (see ``fixtures/make_fixtures.py``);
-each ``<variant>.expected.json`` holds every sample as tagged JSON (:mod:`zephon_core.testing.tagged`).
+each ``<variant>.expected.json`` holds every sample as tagged JSON (:mod:`zephon_storage.testing.tagged`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from zephon_core.testing.fixtures import expected, node_cache, tagger, untagger  # noqa: F401 - fixtures
+from zephon_storage.testing.fixtures import expected, node_cache, tagger, untagger  # noqa: F401 - fixtures
 
 
 @pytest.fixture

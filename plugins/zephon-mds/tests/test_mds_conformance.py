@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zephon_core.testing.fixtures import FixtureConformance
+from zephon_storage.testing.fixtures import FixtureConformance
 
 
 class _MDS(FixtureConformance):

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 
 import pytest
+from zephon_storage.testing.readers import read_all
 
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import read_all
 
 ROOT = Path(__file__).resolve().parents[3]
 LITDATA = ROOT / "plugins" / "zephon-litdata" / "tests" / "fixtures" / "data"

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from zephon_storage.testing.fixtures import LayoutFaults, copy_variant, edit_index, read_path
+from zephon_storage.testing.readers import run_cli
 
 from zephon_core import Dataset, ReaderError
-from zephon_core.testing.fixtures import LayoutFaults, copy_variant, edit_index, read_path
-from zephon_core.testing.readers import run_cli
 
 
 class TestMDSFaults(LayoutFaults):

@@ -17,7 +17,7 @@ DATA = Path(__file__).resolve().parent / "fixtures" / "data"
 SCRIPT = """
 import sys
 from zephon_core import Dataset, Pipeline, ReaderError, StaticMixtureWorkSource
-from zephon_core.testing.tagged import load_expected, read_tagged
+from zephon_storage.testing.tagged import load_expected, read_tagged
 
 data = sys.argv[1]
 for variant in ("plain", "zstd", "gz"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from zephon_storage.testing.readers import run_explained
 
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource, hash_global_batch
-from zephon_core.testing.readers import run_explained
 
 
 class _Fields:

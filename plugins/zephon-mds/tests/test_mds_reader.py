@@ -10,10 +10,10 @@ from decimal import Decimal
 import fsspec
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import read_all
 
 from zephon_core import Dataset, ReaderError
 from zephon_core.plugins import get_plugin_manager
-from zephon_core.testing.readers import read_all
 
 READABLE = ("plain", "zstd", "gz")
 

@@ -6,10 +6,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from zephon_storage.testing.readers import check_fetch_runners, check_reader, split
 
 from zephon_core import Dataset
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import check_fetch_runners, check_reader, split
 
 pytestmark = pytest.mark.timeout(120)
 

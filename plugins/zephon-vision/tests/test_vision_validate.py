@@ -18,7 +18,7 @@ from zephon_vision.decode import ImageDecodeError
 from zephon_vision.testing import encode, encoded_records, image_arrays
 from zephon_vision.validate import check_image, sniff
 
-from zephon_core.testing.readers import run_cli
+from zephon_core.testing.cli import run_cli
 
 N = 8
 BAD = 5

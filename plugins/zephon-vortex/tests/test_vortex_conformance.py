@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zephon_core.testing.readers import CorpusConformance
+from zephon_storage.testing.readers import CorpusConformance
 
 
 class TestVortexConformance(CorpusConformance):

@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import vortex as vx
-from zephon_testkit.readers import S3ColumnarReaderFaults
+from zephon_storage.testing.readers import run_cli
+from zephon_storage.testing.s3 import S3ColumnarReaderFaults
 
 from zephon_core import Dataset, ReaderError
-from zephon_core.testing.readers import run_cli
 
 pytestmark = pytest.mark.timeout(60)
 

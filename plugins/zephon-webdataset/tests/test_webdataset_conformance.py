@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from zephon_storage.testing.readers import CorpusConformance
 from zephon_webdataset.testing import as_sample, write_tar
-
-from zephon_core.testing.readers import CorpusConformance
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import FileReaderFaults, zephon_index
 from zephon_webdataset.testing import write_tar
 
 from zephon_core import Dataset, ReaderError
-from zephon_core.testing.readers import FileReaderFaults, zephon_index
 
 pytestmark = pytest.mark.timeout(120)
 

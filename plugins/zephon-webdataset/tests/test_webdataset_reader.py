@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import check_fetch_runners, check_reader, run_cli, split
 from zephon_webdataset.testing import as_sample, write_tar
 
 from zephon_core import ConfigError, Dataset, ReaderError
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import check_fetch_runners, check_reader, run_cli, split
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -219,8 +219,7 @@ def test_pipeline_threads_and_processes(three):
 def test_index_reads_headers_only(tmp_path, monkeypatch):
     """Indexing a shard of large members reads about one 64 KiB range per member, not the payloads."""
     import fsspec
-
-    from zephon_core.storage.location import Storage
+    from zephon_storage.location import Storage
 
     path = tmp_path / "big.tar"
     write_tar(path, [{"__key__": f"img{i:03d}", "jpg": os.urandom(300_000), "txt": f"c{i}"} for i in range(20)])

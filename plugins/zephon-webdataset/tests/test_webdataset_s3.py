@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from zephon_storage.testing.readers import check_reader, split
 from zephon_webdataset.testing import as_sample, write_tar
 
 from zephon_core import Dataset, ReaderError
 from zephon_core.testing.corpus import documents
-from zephon_core.testing.readers import check_reader, split
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # moto server + three datasets: ~25 s on a loaded machine
 

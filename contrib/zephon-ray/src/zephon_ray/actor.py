@@ -1,8 +1,8 @@
 """The Ray actor that hosts one copy of an operator's worker function.
 
 This module is imported inside Ray worker processes, so it imports nothing but the standard
-library and ``zephon_core.ops.contract`` (for :class:`ItemFailure`), and never Ray itself: the
-class becomes an actor through ``ray.remote(WorkerActor)`` on the driver.
+library and the plugin API (for :class:`ItemFailure`), and Ray only inside :meth:`WorkerActor.ready`:
+the class becomes an actor through ``ray.remote(WorkerActor)`` on the driver.
 
 The function arrives once, as pickled bytes, when the actor is created; afterwards a call carries
 only its task. Failures are returned as data instead of raised, because a Ray task error is a
@@ -49,9 +49,18 @@ class WorkerActor:
         except BaseException as exc:  # reported by ready(), so the driver can name the operator
             self._load_error = f"{type(exc).__name__}: {exc}"
 
-    def ready(self) -> tuple[int, str, str | None]:
-        """``(pid, host, load error)``: the driver dispatches to this actor only after this returns."""
-        return os.getpid(), socket.gethostname(), self._load_error
+    def ready(self) -> tuple[int, str, str | None, str]:
+        """``(pid, host, load error, Ray node id)``: the driver dispatches to this actor only after this returns.
+
+        The node id lets the driver say on which node a task died and how many nodes the pool spans.
+        """
+        try:
+            import ray  # present in every Ray worker; imported here, not at module level (see above)
+
+            node = str(ray.get_runtime_context().get_node_id())
+        except Exception:  # a Ray without the runtime context: the host name is all we can tell
+            node = socket.gethostname()
+        return os.getpid(), socket.gethostname(), self._load_error, node
 
     def run(self, task: Any) -> Outcome:
         """Run the worker function on ``task``; never raises, so a failure keeps its details."""

@@ -22,6 +22,9 @@ from zephon_core.plugin_api import ConfigError
 
 ENV_PREFIX = "ZEPHON_RAY_"
 
+PLACEMENTS = {"spread": "SPREAD", "pack": "DEFAULT"}
+"""``placement`` values and the Ray scheduling strategy each one means."""
+
 
 @dataclass(frozen=True)
 class RayOptions:
@@ -42,7 +45,17 @@ class RayOptions:
             so a cluster without the requested resources is an error, not a hang.
         tasks_per_actor: tasks handed to one actor at a time. 1 (the default) sends work to idle
             actors only; 2 queues one task behind the running one, hiding the round trip when
-            tasks are small, at the price of a crash failing two tasks instead of one.
+            tasks are small (a task queued behind one that kills its actor is re-run elsewhere).
+        placement: where Ray puts an operator's actors: ``"spread"`` over as many nodes as possible
+            (Ray's ``SPREAD``: a lost node takes few actors with it), ``"pack"`` onto as few as
+            possible (Ray's default policy, which fills a node before the next: less network), or
+            ``None`` to leave it to ``actor_options["scheduling_strategy"]`` (default: Ray's).
+        max_task_crashes: how many actors one task may kill (its worker process died while running
+            it: segfault, out of memory, SIGKILL) before it is an error naming the operator and the
+            samples instead of a retry. A task whose actor was lost with its node (removed,
+            preempted) is re-run without counting: the node, not the data, was at fault.
+        max_parallelism: the largest pool the autotuner may grow an operator to
+            (``options(autotune=True)``); ``None``: no ceiling but the autotuner's budget.
     """
 
     address: str | None = None
@@ -53,6 +66,9 @@ class RayOptions:
     init_kwargs: dict[str, Any] = field(default_factory=dict)
     start_timeout: float = 120.0
     tasks_per_actor: int = 1
+    placement: str | None = None
+    max_task_crashes: int = 2
+    max_parallelism: int | None = None
 
     def validate(self) -> RayOptions:
         """Check types here, so a typo fails when the runner is configured, not deep inside Ray."""
@@ -72,7 +88,27 @@ class RayOptions:
             raise ConfigError(f"ray runner: start_timeout must be a positive number, got {self.start_timeout!r}")
         if not isinstance(self.tasks_per_actor, int) or self.tasks_per_actor < 1:
             raise ConfigError(f"ray runner: tasks_per_actor must be an int >= 1, got {self.tasks_per_actor!r}")
+        if self.placement is not None and self.placement not in PLACEMENTS:
+            raise ConfigError(
+                f"ray runner: placement must be one of {sorted(PLACEMENTS)} or None, got {self.placement!r}"
+            )
+        if self.placement is not None and "scheduling_strategy" in self.actor_options:
+            raise ConfigError("ray runner: set either placement or actor_options['scheduling_strategy'], not both")
+        for name in ("max_task_crashes", "max_parallelism"):
+            value = getattr(self, name)
+            if name == "max_parallelism" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"ray runner: {name} must be an int >= 1, got {value!r}")
         return self
+
+    @property
+    def scheduling_options(self) -> dict[str, Any]:
+        """``actor_options`` with ``placement`` turned into Ray's ``scheduling_strategy``."""
+        opts = dict(self.actor_options)
+        if self.placement is not None:
+            opts["scheduling_strategy"] = PLACEMENTS[self.placement]
+        return opts
 
     @property
     def is_client(self) -> bool:
@@ -105,7 +141,7 @@ def from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]
         try:
             if name in _JSON_FIELDS:
                 out[name] = json.loads(raw)
-            elif name in ("num_cpus", "tasks_per_actor"):
+            elif name in ("num_cpus", "tasks_per_actor", "max_task_crashes", "max_parallelism"):
                 out[name] = int(raw)
             elif name == "start_timeout":
                 out[name] = float(raw)

@@ -21,6 +21,7 @@ from zephon_core.testing.workers import die_on_seven, fail_on_seven, hang_on_sev
 __all__ = [
     "add_one",
     "assigned_cpus",
+    "die_on_odd",
     "die_on_seven",
     "die_task",
     "double",
@@ -29,6 +30,7 @@ __all__ = [
     "hang_on_seven",
     "numbers",
     "pid_task",
+    "slow_add_one",
 ]
 
 
@@ -64,6 +66,19 @@ def die_task(task: Any) -> Any:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def die_on_odd(task: list[int]) -> list[int]:
+    """Kill the worker process on a task holding an odd number; echo the others (a poison record)."""
+    if any(x % 2 for x in task):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return task
+
+
+def slow_add_one(payload: dict[str, Any]) -> dict[str, Any]:
+    """:func:`add_one` after 4 ms of sleep, so a multi-node run lasts long enough to lose a node in it."""
+    time.sleep(0.004)
+    return {**payload, "j": payload["i"] + 1}
+
+
 class PidRecorder:
     """A map function that writes its process id into ``folder`` and slows down a little."""
 
@@ -80,4 +95,4 @@ def assigned_cpus(payload: dict[str, Any]) -> dict[str, Any]:
     """The CPUs Ray assigned to the actor running this, to check ``actor_options`` reached Ray."""
     import ray
 
-    return {"i": payload["i"], "cpus": ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0)}
+    return {"i": payload["i"], "cpus": ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0)}  # type: ignore[no-untyped-call]

@@ -1,8 +1,8 @@
 """Zephon's heavy test tooling, kept out of the kernel's wheel (``pip install 'zephon-testkit[s3]'``).
 
-The kernel ships a light test kit, :mod:`zephon_core.testing` (the offline corpus, read-back checks
-and shared test classes for readers, token documents for packing operators): what a plugin author
-needs to test an operator or a reader, with nothing beyond ``zephon-core[testing]``. What needs a
+The kernel ships a light test kit, :mod:`zephon_core.testing` (the offline corpus, token documents
+for packing operators, worker functions that fail), and zephon-storage the reader test kit,
+``zephon_storage.testing`` (read-back checks and shared test classes for readers, also on S3). What needs a
 server, a network client or new virtual environments lives here instead:
 
 * :mod:`zephon_testkit.s3` — a real S3 API (moto's threaded server) on loopback, with a bucket and
@@ -12,8 +12,6 @@ server, a network client or new virtual environments lives here instead:
   schedule, in front of any object-store emulator (standard library only).
 * :mod:`zephon_testkit.isolated` — build a package of the repository and install it alone into a
   fresh virtual environment, then run a script there (:func:`~zephon_testkit.isolated.check_alone`).
-* :mod:`zephon_testkit.readers` — :class:`~zephon_testkit.readers.S3ColumnarReaderFaults`, the
-  kernel's columnar reader faults plus an unreadable object on S3.
 
 Importing this package imports nothing; ``faultproxy`` and ``isolated`` need neither pytest nor moto.
 """

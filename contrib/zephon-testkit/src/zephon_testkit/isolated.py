@@ -75,12 +75,47 @@ def install_alone(package: str, where: Path, timeout: float = 400, constraints: 
 
         pytest.skip("installs packages from the zephon repository: runs inside a checkout only")
     python = new_venv(where / "venv", timeout)
-    kernel, plugin = build_wheels([root, package_dir(package, root)], where / "wheels", timeout)
+    folders = [package_dir(p, root) for p in [*first_party_requirements(package, root), package]]
+    kernel, *packages = build_wheels([root, *folders], where / "wheels", timeout)
     pip = pip_install(python)
     if constraints is not None:
         pip += ["-c", str(constraints)]
-    run([*pip, f"{kernel}[testing]", str(plugin)], timeout)
+    run([*pip, f"{kernel}[testing]", *map(str, packages)], timeout)
     return python
+
+
+def declared_dependencies(folder: Path) -> list[str]:
+    """The distribution names in ``[project] dependencies`` of the package at ``folder``."""
+    import re
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: read the one list by hand
+        text = (folder / "pyproject.toml").read_text()
+        match = re.search(r"^dependencies\s*=\s*\[(.*?)\]", text, re.S | re.M)
+        specs = re.findall(r"\"([^\"]+)\"", match.group(1)) if match else []
+    else:
+        specs = tomllib.loads((folder / "pyproject.toml").read_text()).get("project", {}).get("dependencies", [])
+    return [re.split(r"[\s\[<>=!~;]", spec, maxsplit=1)[0].lower() for spec in specs]
+
+
+def first_party_requirements(package: str, root: Path) -> list[str]:
+    """The repository's own distributions ``package`` needs (besides the kernel), dependencies first.
+
+    They are not on a package index while the repository is the only source (``zephon-storage`` for
+    a reader plugin), so they are built from the checkout and installed with the package; anything
+    else is left to pip, so a dependency that is not declared is still missing.
+    """
+    out: list[str] = []
+
+    def visit(name: str) -> None:
+        for dep in declared_dependencies(package_dir(name, root)):
+            if dep != "zephon-core" and dep not in out and any((root / w / dep).is_dir() for w in WORKSPACES):
+                visit(dep)
+                out.append(dep)
+
+    visit(package)
+    return out
 
 
 def new_venv(venv: Path, timeout: float = 120) -> Path:

@@ -10,22 +10,29 @@ torchdata's ``StatefulDataLoader`` for code built around them.
 from __future__ import annotations
 
 from zephon_torch.checkpoint import gather_checkpoint, load_checkpoint, save_checkpoint
-from zephon_torch.dataset import ZephonIterableDataset, merge_dataloader_states, to_torch_dataset
+from zephon_torch.dataset import (
+    ZephonIterableDataset,
+    gather_dataset_state,
+    merge_dataloader_states,
+    to_torch_dataset,
+)
 from zephon_torch.errors import RankFailureError
 from zephon_torch.hashing import gather_global_batch_hash
 from zephon_torch.loader import GlobalStep, ZephonLoader
-from zephon_torch.tensors import to_tensors
+from zephon_torch.tensors import Field, to_tensors
 from zephon_torch.topology import DataParallelInfo, resolve_data_parallel
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DataParallelInfo",
+    "Field",
     "GlobalStep",
     "RankFailureError",
     "ZephonIterableDataset",
     "ZephonLoader",
     "gather_checkpoint",
+    "gather_dataset_state",
     "gather_global_batch_hash",
     "load_checkpoint",
     "merge_dataloader_states",

@@ -1,8 +1,8 @@
 """A Zephon pipeline as a ``torch.utils.data.IterableDataset``, for code built around ``DataLoader``.
 
 ``to_torch_dataset(pipeline)`` yields this rank's microbatches (``batch.to_training()`` as tensors
-sharing numpy memory) and is ``Stateful``: torchdata's ``StatefulDataLoader`` puts the pipeline's
-JSON checkpoint in its own ``state_dict()`` and resumes from it exactly, with no fast-forwarding.
+sharing numpy memory; string and bytes fields as lists, as ``default_collate`` gives them) and is
+``Stateful``: torchdata's ``StatefulDataLoader`` puts the pipeline's JSON checkpoint in its own ``state_dict()`` and resumes from it exactly, with no fast-forwarding.
 
 Use it with ``batch_size=None`` (the pipeline already batches) and ``num_workers=0``. DataLoader
 worker processes are refused, because the pipeline has its own: every operator runs on its own
@@ -20,16 +20,21 @@ ends (each rank stops when its own lanes run dry).
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from zephon_core import CheckpointError, ConfigError, LaneLayout, Pipeline, merge_checkpoints
+from zephon_torch.collectives import all_gather_bytes
 from zephon_torch.loader import microbatch_size_of
 from zephon_torch.state import to_kernel_state
-from zephon_torch.tensors import check_pin_memory, to_tensors
+from zephon_torch.tensors import Field, check_pin_memory, to_tensors
 from zephon_torch.topology import DataParallelInfo, resolve_data_parallel
 
 WORKERS_REFUSED = (
@@ -87,14 +92,14 @@ class ZephonIterableDataset(IterableDataset):
             raise ConfigError(f"the pipeline's lanes do not fit data-parallel rank {self.info.rank}: {exc}") from None
         return pipeline.options(dp_rank=self.info.rank, dp_world_size=self.info.world_size)
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __iter__(self) -> Iterator[dict[str, Field]]:
         if get_worker_info() is not None:
             raise ConfigError(WORKERS_REFUSED)
         # A generator, not ``self``: StatefulDataLoader saves the dataset's state only when the
         # iterator is a separate object. A new iterator continues where the last one stopped.
         return self._generate()
 
-    def _generate(self) -> Iterator[dict[str, torch.Tensor]]:
+    def _generate(self) -> Iterator[dict[str, Field]]:
         self._started = True
         for batch in self.pipeline:
             yield to_tensors(batch.to_training(), pin_memory=self.pin_memory, device=self.device)
@@ -206,4 +211,45 @@ def merge_dataloader_states(states: Sequence[Mapping[str, Any]]) -> dict[str, An
     fetcher = merged.get("fetcher_state")
     if isinstance(fetcher, dict) and "fetcher_ended" in fetcher:
         fetcher["fetcher_ended"] = all(bool((s.get("fetcher_state") or {}).get("fetcher_ended")) for s in states)
+    return merged
+
+
+def gather_dataset_state(
+    dataset: ZephonIterableDataset, timeout: timedelta | None = None, state: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Every data-parallel rank's dataset state merged into one kernel checkpoint, on every rank.
+
+    For trainers whose checkpoint is written by one process (Hugging Face ``Trainer``, Lightning,
+    ``accelerate``): each rank's dataset covers only its own lanes, so the lanes are all-gathered
+    and joined with :func:`~zephon_core.merge_checkpoints`; the result resumes on any
+    data-parallel size dividing the lanes, through ``dataset.load_state_dict``. A collective: call
+    it on every rank at the same global-step boundary (after a whole number of rounds).
+
+    ``state`` replaces this rank's current ``dataset.state_dict()``: a state recorded earlier, for
+    trainers that read batches ahead of the step (the saved position must be that of the batches
+    trained on).
+
+    If the dataset was built before the process group existed (e.g. before ``TrainingArguments``
+    initialised it), the default group found now is used.
+
+    Raises:
+        ConfigError: several data-parallel ranks but no process group to gather over.
+        CheckpointError: the ranks' states are not at the same global-step boundary, or lanes
+            are missing.
+    """
+    info = dataset.info
+    if info.world_size > 1 and not info.distributed:
+        if not (dist.is_available() and dist.is_initialized()):
+            raise ConfigError(
+                f"gather_dataset_state needs torch.distributed to reach the other {info.world_size - 1} rank(s): "
+                "initialise a process group first"
+            )
+        info = dataclasses.replace(info, distributed=True, global_rank=dist.get_rank())
+    mine = json.dumps(to_kernel_state(dataset.state_dict() if state is None else state), sort_keys=True).encode()
+    blobs = all_gather_bytes(mine, info, timeout, "dataset state gather")
+    merged = merge_checkpoints([json.loads(b) for b in blobs])
+    lanes = dataset.pipeline.run_options.lanes
+    if len(merged["lanes"]) != lanes:
+        missing = sorted(set(range(lanes)) - {int(k) for k in merged["lanes"]})
+        raise CheckpointError(f"gathered dataset state lacks lanes {missing}: call it on every data-parallel rank")
     return merged

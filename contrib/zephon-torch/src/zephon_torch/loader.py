@@ -29,7 +29,7 @@ from zephon_core import CheckpointError, ConfigError, LaneLayout, Pipeline, Samp
 from zephon_torch import state as loader_state
 from zephon_torch.collectives import all_gather_bytes, all_reduce_sum
 from zephon_torch.errors import RankFailureError
-from zephon_torch.tensors import check_pin_memory, to_tensors
+from zephon_torch.tensors import Field, check_pin_memory, to_tensors
 from zephon_torch.topology import DataParallelInfo, resolve_data_parallel
 
 
@@ -41,7 +41,8 @@ class GlobalStep:
 
     Attributes:
         step: index of this global step since the start of training (continues after resume).
-        microbatches: ``batch.to_training()`` of each microbatch, as tensors sharing numpy memory.
+        microbatches: ``batch.to_training()`` of each microbatch, as tensors sharing numpy memory
+            (string and bytes fields as lists).
         batches: the kernel's :class:`~zephon_core.SampleBatch` objects (lane, lineage, hashing).
         num_tokens: this rank's sum of the ``token_key`` field (``None`` if the field is absent).
         global_num_tokens: the same summed over all data-parallel ranks: divide the summed
@@ -49,12 +50,12 @@ class GlobalStep:
     """
 
     step: int
-    microbatches: list[dict[str, torch.Tensor]]
+    microbatches: list[dict[str, Field]]
     batches: list[SampleBatch] = field(repr=False)
     num_tokens: int | None = None
     global_num_tokens: int | None = None
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __iter__(self) -> Iterator[dict[str, Field]]:
         return iter(self.microbatches)
 
     def __len__(self) -> int:

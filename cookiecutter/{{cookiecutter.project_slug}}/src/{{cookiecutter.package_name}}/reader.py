@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core import ReaderError, RecordError, ShardInfo
-from zephon_core.storage import DataFiles, FileReader, in_request_order
+from zephon_storage import DataFiles, FileReader, in_request_order
 
 FILES = DataFiles((".csv",), "CSV files (.csv)")
 detect = FILES.detect  # the ``detect`` hook: a folder holding .csv files, or one .csv file
@@ -47,7 +47,7 @@ class {{ cookiecutter.class_name }}(FileReader):
         open_files: parsed files kept per reader and process.
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
         **storage: storage options (``storage_options``, ``cache_dir``, ...) and ``verify``,
-            ``on_error``, ``max_bad_fraction``; see ``zephon_core.storage.StorageReader``.
+            ``on_error``, ``max_bad_fraction``; see ``zephon_storage.StorageReader``.
     """
 
     format = "{{ cookiecutter.name }}"

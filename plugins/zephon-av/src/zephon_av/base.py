@@ -18,12 +18,12 @@ import io
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from zephon_core.plugin_api import ConfigError, MapTransform
+from zephon_core.plugin_api import ConfigError, FunctionOperator, RecordFn
 
 Payload = dict[str, Any]
 OnError = Literal["raise", "skip"]
@@ -158,48 +158,13 @@ def describe(data: bytes) -> str:
 
 
 @dataclass(frozen=True)
-class MediaFn:
+class MediaFn(RecordFn):
     """Base of the per-record functions: a frozen dataclass whose fields are the configuration."""
 
-    def config(self) -> dict[str, Any]:
-        """JSON-able configuration (tuples become lists so it survives a JSON round trip)."""
-        config: dict[str, Any] = _jsonable(asdict(self))
-        return config
 
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-class MediaOperator(MapTransform):
+class MediaOperator(FunctionOperator):
     """An audio/video operator: ``map_transform`` over one :class:`MediaFn`, named after its kind.
 
     The configuration is the function's fields, plus ``seed`` for the operators that draw random
-    numbers (only ``clip_start="random"`` does).
+    numbers (only ``clip_start="random"`` does): the kernel's :class:`~zephon_core.plugin_api.FunctionOperator`.
     """
-
-    kind: ClassVar[str] = ""
-
-    def __init__(
-        self,
-        fn: Callable[..., Payload | None],
-        *,
-        seed: int = 0,
-        parallelism: int = 1,
-        runner: str | None = None,
-        name: str | None = None,
-        timeout_s: float | None = None,
-    ) -> None:
-        super().__init__(
-            fn, seed=seed, parallelism=parallelism, runner=runner, name=name or self.kind, timeout_s=timeout_s
-        )
-
-    def config(self) -> dict[str, Any]:
-        config: dict[str, Any] = dict(self.fn.config()) if isinstance(self.fn, MediaFn) else super().config()
-        if self.takes_rng:
-            config["seed"] = self.seed
-        return config

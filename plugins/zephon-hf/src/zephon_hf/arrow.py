@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from zephon_storage import DataFiles, describe_error, in_request_order
 
 from zephon_core import ReaderError, RecordError, ShardInfo
-from zephon_core.storage import DataFiles, describe_error, in_request_order
 from zephon_hf.base import HFFiles, name_option
 
 EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -124,7 +124,7 @@ class ArrowReader(HFFiles):
             ``prefetch`` shards.
         open_files: most files kept mapped at once per reader and process.
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
-        **storage: :class:`~zephon_core.storage.Storage` options, ``verify``, ``on_error`` and
+        **storage: :class:`~zephon_storage.Storage` options, ``verify``, ``on_error`` and
             ``max_bad_fraction``; any other name is a ``ConfigError`` listing the valid options.
     """
 

@@ -1,6 +1,6 @@
 """What the two HF readers share: listing one config and split instead of every data file.
 
-:class:`~zephon_core.storage.FileReader` lists a folder's data files by suffix. A Hugging Face
+:class:`~zephon_storage.FileReader` lists a folder's data files by suffix. A Hugging Face
 folder holds several splits (and configs) side by side, so :class:`HFFiles` replaces that listing:
 it resolves the requested (config, split) with :mod:`zephon_hf.layout` and holds exactly those files
 to the ``zephon index`` manifest, which covers the whole folder (every config and split) so that
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zephon_core import ConfigError, ReaderError
-from zephon_core.storage import (
+from zephon_storage import (
     FileInfo,
     FileReader,
     ManifestEntry,
@@ -21,6 +20,8 @@ from zephon_core.storage import (
     is_private_path,
     read_manifest,
 )
+
+from zephon_core import ConfigError, ReaderError
 from zephon_hf.layout import Catalog, Selection, catalog
 
 FORMAT = "hf"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from zephon_core.storage import ManifestEntry, Storage, split_storage_options, write_manifest
+from zephon_storage import ManifestEntry, Storage, split_storage_options, write_manifest
+
 from zephon_hf.base import FORMAT, folder_catalog
 
 
@@ -23,7 +24,8 @@ def build_index(path: str, *, checksum: bool = False, jobs: int = 8, **options: 
         jobs: files checksummed at once (threads).
         options: reader options; ``config``, ``split`` and ``columns`` are ignored (all are indexed).
     """
-    from zephon_core.storage import file_checksums
+    from zephon_storage import file_checksums
+
     from zephon_hf.reader import HFReader
 
     options = {k: v for k, v in options.items() if k not in ("config", "split", "columns", "manifest")}

@@ -5,7 +5,7 @@ groups decoded once into a byte-bounded cache, page checksums, ``zephon index`` 
 ``on_error="skip"`` per row group), so this reader *is* a :class:`~zephon_parquet.reader.ParquetReader`
 and changes one thing: which files it lists (:class:`~zephon_hf.base.HFFiles`). Copying that reader
 instead would duplicate its most tuned code, and the copies would drift, which is why the kernel
-grew :class:`~zephon_core.storage.FileReader` in the first place.
+grew :class:`~zephon_storage.FileReader` in the first place.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class HubParquetReader(HFFiles, ParquetReader):
         split: the split; None when the config has exactly one.
         columns, row_group_cache_bytes, verify_checksums, prefetch, open_files, manifest:
             as for ``zephon-parquet`` (:class:`~zephon_parquet.reader.ParquetReader`).
-        **storage: :class:`~zephon_core.storage.Storage` options, ``verify``, ``on_error`` and
+        **storage: :class:`~zephon_storage.Storage` options, ``verify``, ``on_error`` and
             ``max_bad_fraction``; any other name is a ``ConfigError`` listing the valid options.
     """
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from zephon_core.storage import Storage, split_storage_options
+from zephon_storage import Storage, split_storage_options
+
 from zephon_hf.base import HFFiles
 from zephon_hf.layout import is_arrow_root
 

@@ -6,7 +6,7 @@ compressed as a whole (``.gz``, ``.zst``, ``.zstd``).
 
 from __future__ import annotations
 
-from zephon_core.storage import DataFiles
+from zephon_storage import DataFiles
 
 FILES = DataFiles(
     (".jsonl", ".ndjson"),

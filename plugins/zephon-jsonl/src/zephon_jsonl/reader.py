@@ -17,9 +17,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 import numpy as np
-
-from zephon_core import ConfigError, ReaderError, RecordError, ShardInfo
-from zephon_core.storage import (
+from zephon_storage import (
     FileInfo,
     IndexedFileReader,
     LocalFile,
@@ -31,6 +29,8 @@ from zephon_core.storage import (
     local_identity,
     read_manifest,
 )
+
+from zephon_core import ConfigError, ReaderError, RecordError, ShardInfo
 from zephon_jsonl import zidx
 from zephon_jsonl.compression import decompress
 from zephon_jsonl.detect import FILES, compression_of
@@ -54,9 +54,9 @@ class JsonlReader(IndexedFileReader[zidx.LineIndex]):
         prefetch: after reading shard ``s``, warm the cache with the next ``prefetch`` shards.
         open_files: most data files kept open at once per reader.
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
-        **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
+        **storage: :class:`zephon_storage.Storage` options (``storage_options``, ``cache_dir``,
             ``cache_bytes``, ``retries``, …), ``on_error`` and ``max_bad_fraction`` (see
-            :class:`~zephon_core.storage.StorageReader`: a line that is not a JSON object, or whose
+            :class:`~zephon_storage.StorageReader`: a line that is not a JSON object, or whose
             CRC is wrong, is a skippable record); any other name is a ``ConfigError``.
     """
 

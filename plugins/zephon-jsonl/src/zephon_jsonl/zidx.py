@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from zephon_storage import SourceIdentity, check_sidecar_size, read_sidecar_header, write_sidecar
 
 from zephon_core import ReaderError
-from zephon_core.storage import SourceIdentity, check_sidecar_size, read_sidecar_header, write_sidecar
 
 MAGIC = b"ZIDX"
 VERSION = 1
@@ -34,7 +34,7 @@ _BLOCK = 16 * 1024 * 1024
 _WS = b" \t\r\n\f\v"
 
 Identity = SourceIdentity
-"""What an index was built from (the kernel's :class:`~zephon_core.storage.SourceIdentity`)."""
+"""What an index was built from (the kernel's :class:`~zephon_storage.SourceIdentity`)."""
 
 
 @dataclass
@@ -109,7 +109,7 @@ def _read(path: str, start: int, length: int) -> bytes:
 
 
 def write(path: str, idx: LineIndex, like: str | None = None) -> None:
-    """Write ``idx`` to ``path`` atomically (:func:`~zephon_core.storage.write_sidecar`).
+    """Write ``idx`` to ``path`` atomically (:func:`~zephon_storage.write_sidecar`).
 
     ``like``: the data file the index describes; the index gets its permission bits (execute bits
     dropped), so whoever may read the data may read its index. Without it, the process umask

@@ -29,10 +29,10 @@ from typing import Any, ClassVar
 
 import lance
 import numpy as np
+from zephon_storage import in_request_order
 
 from zephon_core import ConfigError, ReaderError, ShardInfo
 from zephon_core.plugin_api import Reader
-from zephon_core.storage import in_request_order
 
 _RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
 

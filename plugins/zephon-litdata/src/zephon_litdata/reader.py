@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from zephon_storage import ByteLRU, LayoutReader, MappedFiles, check_sample_indices
 
 from zephon_core import ConfigError, ReaderError, RecordError, ShardInfo
-from zephon_core.storage import ByteLRU, LayoutReader, MappedFiles, check_sample_indices
 from zephon_litdata import chunks as ck
 from zephon_litdata.codecs import decompress_file, zstd_decompress
 from zephon_litdata.layout import ChunkEntry, Layout, parse_layout
@@ -33,12 +33,12 @@ class LitDataReader(LayoutReader):
         cache_bytes_decoded: budget of decoded state kept per process (inflated zstd frames,
             decompressed Arrow tables).
         max_open_chunks: chunk files kept mapped per process.
-        **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
+        **storage: :class:`zephon_storage.Storage` options (``storage_options``, ``cache_dir``,
             ``cache_bytes``, ``retries``, ...), ``manifest`` (hold the dataset to the manifest of
             ``zephon index``, default True), ``verify`` (LitData chunks carry no checksum:
             ``"checksum"`` checks the SHA-256 from ``zephon index --checksum``), ``on_error`` and
             ``max_bad_fraction`` (an item, frame or Arrow footer that does not decode is skippable;
-            see :class:`~zephon_core.storage.StorageReader`); any other name is a ``ConfigError``.
+            see :class:`~zephon_storage.StorageReader`); any other name is a ``ConfigError``.
     """
 
     format = "litdata"

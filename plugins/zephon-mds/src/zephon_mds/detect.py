@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from zephon_core.storage import detect_index
+from zephon_storage import detect_index
+
 from zephon_mds.layout import is_mds_index
 
 

@@ -17,8 +17,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from zephon_storage import parse_index_json
+
 from zephon_core import ReaderError
-from zephon_core.storage import parse_index_json
 from zephon_mds.codecs import CODECS, codec_of
 
 

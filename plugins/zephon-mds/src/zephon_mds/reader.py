@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from zephon_storage import ByteLRU, LayoutReader, MappedFiles, check_sample_indices
 
 from zephon_core import ReaderError, RecordError, ShardInfo
-from zephon_core.storage import ByteLRU, LayoutReader, MappedFiles, check_sample_indices
 from zephon_mds.codecs import decompress_file
 from zephon_mds.encodings import Decoder, UnsupportedEncoding, decoder_for, fixed_size
 from zephon_mds.layout import Layout, ShardEntry, parse_layout
@@ -53,12 +53,12 @@ class MDSReader(LayoutReader):
             MDSWriter; hashlib algorithms, plus xxhash ones if ``xxhash`` is installed) once per
             process when it is first opened. Off by default, as in Streaming: it costs a pass
             over every shard.
-        **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
+        **storage: :class:`zephon_storage.Storage` options (``storage_options``, ``cache_dir``,
             ``cache_bytes``, ``retries``, ...), ``manifest`` (hold the dataset to the manifest of
             ``zephon index``, default True), ``verify`` (``"checksum"``: the SHA-256 of each shard
             file from ``zephon index --checksum``, for datasets written without ``hashes=``),
             ``on_error`` and ``max_bad_fraction`` (a sample that does not decode is skippable; see
-            :class:`~zephon_core.storage.StorageReader`); any other name is a ``ConfigError``.
+            :class:`~zephon_storage.StorageReader`); any other name is a ``ConfigError``.
             Compressed shards are decompressed into that cache.
     """
 

@@ -15,7 +15,15 @@ from zephon_core import Accumulator, ConfigError, Operator, Traits
 from zephon_core.plugin_api import WorkerFn, callable_name
 from zephon_pack.accumulator import DATASET, PackAccumulator, PackPlan
 from zephon_pack.assemble import PackWorker
-from zephon_pack.multimodal import IMAGE_DOCUMENT_IDS, ImageSpec, MultimodalPackWorker, check_names
+from zephon_pack.multimodal import (
+    AUDIO_DOCUMENT_IDS,
+    IMAGE_DOCUMENT_IDS,
+    VIDEO_DOCUMENT_IDS,
+    ImageSpec,
+    MediaKind,
+    MultimodalPackWorker,
+    check_names,
+)
 from zephon_pack.training import PackedTrainingView
 
 ALGORITHMS = ("wrap", "first_fit", "best_fit", "best_fit_wrap")
@@ -86,6 +94,24 @@ class PackSequences(Operator):
             (default Qwen2-VL's ``3 * 2 * 14 * 14``); every sample's patches must have it.
         pixel_field: the records' patches field (``[n_patches, patch_dim]``).
         grid_field: the records' grids field (``[n_images, 3]``, ``(t, h, w)`` in patches).
+        video_token_id: set to pack videos beside images and text (``docs/video-and-audio.md``):
+            the id of the video placeholder token. Records declare their videos with
+            ``video_pixel_field`` / ``video_grid_field`` (what zephon-av's ``patchify_video``
+            writes), ``t*h*w // merge_size**2`` placeholders each, with the image rules and the same
+            ``merge_size`` and ``patch_dim``; rows gain those fields and ``video_document_ids``.
+            Works with or without ``image_token_id``.
+        video_pixel_field: the records' video patches field.
+        video_grid_field: the records' video grids field.
+        audio_token_id: set to pack audio clips beside the other media: the id of the audio
+            placeholder token. Records hold ``audio_field`` (log-mel features, one clip of
+            ``audio_feature_shape`` or ``[n_clips, *audio_feature_shape]``) and
+            ``audio_tokens_per_clip`` placeholders per clip; rows gain ``audio_field`` and
+            ``audio_document_ids``.
+        audio_field: the records' audio features field (``log_mel``'s ``input_features``).
+        audio_feature_shape: the shape of one clip's features (default Whisper large-v3's 128
+            mel bins by 3000 frames, 30 s).
+        audio_tokens_per_clip: placeholders per clip: the audio encoder's output length for that
+            shape (750: Whisper's encoder and Qwen2-Audio's pooling on 3000 frames).
         token_fields: other token-aligned fields to pack with the ids (0 on padding).
         drop_fields: fields to discard (default ``("num_tokens",)``, which ``tokenize`` adds).
             With ``image_token_id``, any other field is an error naming it.
@@ -125,6 +151,13 @@ class PackSequences(Operator):
         grid_field: str = "image_grid_thw",
         token_fields: tuple[str, ...] = (),
         drop_fields: tuple[str, ...] = ("num_tokens",),
+        video_token_id: int | None = None,
+        video_pixel_field: str = "pixel_values_videos",
+        video_grid_field: str = "video_grid_thw",
+        audio_token_id: int | None = None,
+        audio_field: str = "input_features",
+        audio_feature_shape: tuple[int, ...] = (128, 3000),
+        audio_tokens_per_clip: int = 750,
         parallelism: int = 1,
         runner: str | None = None,
         name: str | None = None,
@@ -170,9 +203,19 @@ class PackSequences(Operator):
             seed,
         )
         self.images: ImageSpec | None = None
-        if image_token_id is not None:
+        if image_token_id is not None or video_token_id is not None or audio_token_id is not None:
             self.images = self._image_spec(
                 image_token_id, merge_size, patch_dim, pixel_field, grid_field, token_fields, drop_fields
+            )
+            self.images = self._media_spec(
+                self.images,
+                video_token_id,
+                video_pixel_field,
+                video_grid_field,
+                audio_token_id,
+                audio_field,
+                audio_feature_shape,
+                audio_tokens_per_clip,
             )
             if self.group_by not in (None, DATASET) and self.group_by not in self.images.drop_fields:
                 # the group field is read by the accumulator, then discarded like a declared drop field
@@ -232,7 +275,7 @@ class PackSequences(Operator):
 
     def _image_spec(
         self,
-        image_token_id: int,
+        image_token_id: int | None,
         merge_size: int,
         patch_dim: int,
         pixel_field: str,
@@ -240,9 +283,10 @@ class PackSequences(Operator):
         token_fields: tuple[str, ...],
         drop_fields: tuple[str, ...],
     ) -> ImageSpec:
-        image_token_id = _int("image_token_id", image_token_id, 0)
-        if image_token_id == self.pad_id:
-            raise ConfigError(f"pack_sequences: image_token_id and pad_id are both {image_token_id}")
+        if image_token_id is not None:
+            image_token_id = _int("image_token_id", image_token_id, 0)
+            if image_token_id == self.pad_id:
+                raise ConfigError(f"pack_sequences: image_token_id and pad_id are both {image_token_id}")
         for name, value in (("pixel_field", pixel_field), ("grid_field", grid_field)):
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"pack_sequences: {name} must be a non-empty string, got {value!r}")
@@ -255,11 +299,67 @@ class PackSequences(Operator):
             token_fields=check_names(token_fields, "token_fields"),
             drop_fields=check_names(drop_fields, "drop_fields"),
         )
-        names = [self.field, self.mask_field or "loss_mask", pixel_field, grid_field, *spec.token_fields]
+        images = [pixel_field, grid_field] if image_token_id is not None else []
+        self._check_names(spec, images)
+        return spec
+
+    def _check_names(self, spec: ImageSpec, media_fields: list[str]) -> None:
+        names = [self.field, self.mask_field or "loss_mask", *media_fields, *spec.token_fields]
         reserved = {"position_ids", "document_ids", "num_padding", IMAGE_DOCUMENT_IDS, "num_images", "num_patches"}
+        reserved |= {VIDEO_DOCUMENT_IDS, "num_videos", "num_video_patches", AUDIO_DOCUMENT_IDS, "num_audios"}
         clash = sorted({n for n in names if names.count(n) > 1 or n in reserved} | (set(spec.drop_fields) & set(names)))
         if clash:
             raise ConfigError(f"pack_sequences: field name(s) {clash} used twice or reserved for the packed rows")
+
+    def _media_spec(
+        self,
+        spec: ImageSpec,
+        video_token_id: int | None,
+        video_pixel_field: str,
+        video_grid_field: str,
+        audio_token_id: int | None,
+        audio_field: str,
+        audio_feature_shape: tuple[int, ...],
+        audio_tokens_per_clip: int,
+    ) -> ImageSpec:
+        """``spec`` with the video and audio kinds, checked (distinct placeholder ids, no field twice)."""
+        video = audio = None
+        if video_token_id is not None:
+            for name, value in (("video_pixel_field", video_pixel_field), ("video_grid_field", video_grid_field)):
+                if not isinstance(value, str) or not value:
+                    raise ConfigError(f"pack_sequences: {name} must be a non-empty string, got {value!r}")
+            video = MediaKind("video", _int("video_token_id", video_token_id, 0), video_pixel_field, video_grid_field)
+        if audio_token_id is not None:
+            if not isinstance(audio_field, str) or not audio_field:
+                raise ConfigError(f"pack_sequences: audio_field must be a non-empty string, got {audio_field!r}")
+            shape = audio_feature_shape
+            if (
+                not isinstance(shape, (tuple, list))
+                or not shape
+                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape)
+            ):
+                raise ConfigError(
+                    f"pack_sequences: audio_feature_shape must be a tuple of positive ints (n_mels, frames), got {shape!r}"
+                )
+            audio = MediaKind(
+                "audio",
+                _int("audio_token_id", audio_token_id, 0),
+                audio_field,
+                None,
+                tuple(int(d) for d in shape),
+                _int("audio_tokens_per_clip", audio_tokens_per_clip, 1),
+            )
+        spec = dataclasses.replace(spec, video=video, audio=audio)
+        ids = [self.pad_id, *spec.placeholder_ids]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(
+                f"pack_sequences: pad_id, image_token_id, video_token_id and audio_token_id must all differ, got {ids}"
+            )
+        if spec.media:
+            fields = [spec.pixel_field, spec.grid_field] if spec.image_token_id is not None else []
+            for kind in spec.media:
+                fields += [kind.data_field] if kind.grid_field is None else [kind.data_field, kind.grid_field]
+            self._check_names(spec, fields)
         return spec
 
     @property
@@ -335,5 +435,12 @@ class PackSequences(Operator):
         return PackWorker(self.target_length, self.pad_id, self.mask_field)
 
     def training_view(self) -> PackedTrainingView:
-        images = None if self.images is None else (self.images.pixel_field, self.images.grid_field)
-        return PackedTrainingView(self.ignore_index, self.mask_document_boundaries, self.row_mask, images)
+        spec = self.images
+        if spec is None:
+            return PackedTrainingView(self.ignore_index, self.mask_document_boundaries, self.row_mask, None)
+        images = None if spec.image_token_id is None else (spec.pixel_field, spec.grid_field)
+        video = None if spec.video is None else (spec.video.data_field, spec.video.grid_field or "")
+        audio = None if spec.audio is None else spec.audio.data_field
+        return PackedTrainingView(
+            self.ignore_index, self.mask_document_boundaries, self.row_mask, images, videos=video, audio=audio
+        )

@@ -38,6 +38,12 @@ targets a placeholder):
 * ``image_cu_seqlens`` int32 ``[F + 1]``: Qwen2-VL's vision-encoder ``cu_seqlens``, the cumulative
   patch counts of every frame (``h * w`` per frame, ``t`` frames per image; one frame per still
   image), starting at 0. Unlike the other arrays it restarts in every microbatch.
+
+Rows packed with videos (``video_token_id=``) add the same for videos: ``pixel_values_videos``,
+``video_grid_thw``, ``video_document_ids``, ``num_videos``, ``num_video_patches`` and
+``video_cu_seqlens``; rows with audio clips (``audio_token_id=``) add ``input_features``
+``[A, n_mels, frames]``, ``audio_document_ids`` and ``num_audios`` (the placeholders of every kind
+are 0 in the mask).
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zephon_core import ConfigError
-from zephon_pack.multimodal import IMAGE_DOCUMENT_IDS, image_cu_seqlens
+from zephon_pack.multimodal import AUDIO_DOCUMENT_IDS, IMAGE_DOCUMENT_IDS, VIDEO_DOCUMENT_IDS, image_cu_seqlens
 
 _PACKED_FIELDS = ("input_ids", "position_ids", "document_ids")
 
@@ -61,6 +67,10 @@ class PackedTrainingView:
     mask_field: str | None = None
     images: tuple[str, str] | None = None
     """``(pixel_field, grid_field)`` for multimodal rows."""
+    videos: tuple[str, str] | None = None
+    """``(video_pixel_field, video_grid_field)`` for rows packed with videos."""
+    audio: str | None = None
+    """The features field of rows packed with audio clips."""
 
     def __call__(self, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if not any(k in data for k in _PACKED_FIELDS):
@@ -104,7 +114,28 @@ class PackedTrainingView:
             out[self.mask_field] = mask
         if self.images is not None:
             self._images(data, out)
+        if self.videos is not None:
+            v_pixels, v_grid = self.videos
+            names = (v_pixels, v_grid, VIDEO_DOCUMENT_IDS, "num_videos", "num_video_patches")
+            self._copy(data, out, names, "video_cu_seqlens")
+        if self.audio is not None:
+            self._copy(data, out, (self.audio, AUDIO_DOCUMENT_IDS, "num_audios"), None)
         return out
+
+    def _copy(
+        self, data: dict[str, np.ndarray], out: dict[str, np.ndarray], names: tuple[str, ...], cu: str | None
+    ) -> None:
+        """Video or audio fields of the microbatch into ``out`` (and the vision ``cu_seqlens`` of a grid)."""
+        missing = [k for k in names if k not in data]
+        if missing:
+            raise ConfigError(
+                f"pack_sequences training view: multimodal microbatch has fields {sorted(data)} (no {missing[0]!r}); "
+                "batch packed multimodal rows with batch(..., collate=zephon_pack.collate_multimodal)"
+            )
+        for k in names:
+            out[k] = data[k]
+        if cu is not None:
+            out[cu] = image_cu_seqlens(data[names[1]])
 
     def _images(self, data: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> None:
         pixel_field, grid_field = self.images  # type: ignore[misc]

@@ -6,7 +6,7 @@ runs for every ``Dataset.from_path`` and must not import pyarrow.
 
 from __future__ import annotations
 
-from zephon_core.storage import DataFiles
+from zephon_storage import DataFiles
 
 FILES = DataFiles((".parquet", ".pq"), "Parquet files (.parquet, .pq)")
 

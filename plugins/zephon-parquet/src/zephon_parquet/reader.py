@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from zephon_storage import ByteLRU, FileReader, describe_error, parse_bytes
 
 from zephon_core import ReaderError, RecordError, ShardInfo
-from zephon_core.storage import ByteLRU, FileReader, describe_error, parse_bytes
 from zephon_parquet.detect import FILES
 
 DEFAULT_ROW_GROUP_CACHE = 256 * 1024**2
@@ -43,9 +43,9 @@ class ParquetReader(FileReader):
         open_files: most Parquet files kept open at once per reader.
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one
             (a missing, extra or resized file is then an error).
-        **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
+        **storage: :class:`zephon_storage.Storage` options (``storage_options``, ``cache_dir``,
             ``cache_bytes``, ``retries``, …), ``verify``, ``on_error`` and ``max_bad_fraction``
-            (see :class:`~zephon_core.storage.StorageReader`: a row group that does not decode is
+            (see :class:`~zephon_storage.StorageReader`: a row group that does not decode is
             skippable, its rows are all skipped); any other name is a ``ConfigError``.
     """
 

@@ -22,14 +22,14 @@ draws no random numbers; the generator is per record anyway, so no other record'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from PIL import Image
 
-from zephon_core.plugin_api import ConfigError, MapTransform
+from zephon_core.plugin_api import ConfigError, FunctionOperator, RecordFn
 
 Payload = dict[str, Any]
 
@@ -154,52 +154,19 @@ def pil_to_array(image: Image.Image) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class ImageFn:
-    """Base of the per-record functions: a frozen dataclass whose fields are the configuration."""
+class ImageFn(RecordFn):
+    """Base of the per-record functions: a frozen dataclass whose fields are the configuration.
 
-    def config(self) -> dict[str, Any]:
-        """JSON-able configuration (tuples become lists so it survives a JSON round trip).
+    ``missing`` is left out of the configuration at its default (``"error"``), so a pipeline built
+    before the option existed keeps its fingerprint and its checkpoints still resume.
+    """
 
-        ``missing`` is left out at its default (``"error"``), so a pipeline built before the option
-        existed keeps its fingerprint and its checkpoints still resume.
-        """
-        config: dict[str, Any] = _jsonable(asdict(self))
-        if config.get("missing") == "error":
-            del config["missing"]
-        return config
+    omit_defaults: ClassVar[dict[str, Any]] = {"missing": "error"}
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-class ImageOperator(MapTransform):
+class ImageOperator(FunctionOperator):
     """A vision operator: ``map_transform`` over one :class:`ImageFn`, named after its kind.
 
     The configuration (and so the pipeline fingerprint) is the function's fields, plus ``seed`` for
-    the operators that draw random numbers.
+    the operators that draw random numbers (the kernel's :class:`~zephon_core.plugin_api.FunctionOperator`).
     """
-
-    kind: ClassVar[str] = ""
-
-    def __init__(
-        self,
-        fn: Callable[..., Payload | None],
-        *,
-        seed: int = 0,
-        parallelism: int = 1,
-        runner: str | None = None,
-        name: str | None = None,
-        timeout_s: float | None = None,
-    ) -> None:
-        super().__init__(fn, seed=seed, parallelism=parallelism, runner=runner, name=name or self.kind, timeout_s=timeout_s)
-
-    def config(self) -> dict[str, Any]:
-        config: dict[str, Any] = self.fn.config() if isinstance(self.fn, ImageFn) else super().config()
-        if self.takes_rng:
-            config["seed"] = self.seed
-        return config

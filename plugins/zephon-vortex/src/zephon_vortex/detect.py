@@ -6,7 +6,7 @@ Names only (hidden and ``_private`` paths are skipped): detection runs for every
 
 from __future__ import annotations
 
-from zephon_core.storage import DataFiles
+from zephon_storage import DataFiles
 
 FILES = DataFiles((".vortex", ".vtx"), "Vortex files (.vortex, .vtx)")
 

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import vortex as vx
+from zephon_storage import FileReader, describe_error, in_request_order
 
 from zephon_core import ReaderError, RecordError, ShardInfo
-from zephon_core.storage import FileReader, describe_error, in_request_order
 from zephon_vortex.detect import FILES
 
 
@@ -41,10 +41,10 @@ class VortexReader(FileReader):
             ``prefetch`` shards.
         open_files: most Vortex files kept open at once per reader (each holds a segment cache).
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
-        **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
+        **storage: :class:`zephon_storage.Storage` options (``storage_options``, ``cache_dir``,
             ``cache_bytes``, ``retries``, …), ``verify`` (Vortex files carry no checksum of their
             own: ``"checksum"`` checks the SHA-256 from ``zephon index --checksum``), ``on_error``
-            and ``max_bad_fraction`` (see :class:`~zephon_core.storage.StorageReader`); any other
+            and ``max_bad_fraction`` (see :class:`~zephon_storage.StorageReader`); any other
             name is a ``ConfigError``.
     """
 

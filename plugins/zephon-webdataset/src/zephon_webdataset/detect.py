@@ -6,7 +6,7 @@ shards (``.tar.gz``) have no random access and are not read; recompress them as 
 
 from __future__ import annotations
 
-from zephon_core.storage import DataFiles
+from zephon_storage import DataFiles
 
 FILES = DataFiles((".tar",), "WebDataset tar shards (.tar)")
 

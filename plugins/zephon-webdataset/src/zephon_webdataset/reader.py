@@ -17,9 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-from zephon_core import ConfigError, ReaderError, RecordError, ShardInfo
-from zephon_core.storage import (
+from zephon_storage import (
     MANIFEST,
     FileInfo,
     IndexedFileReader,
@@ -30,6 +28,8 @@ from zephon_core.storage import (
     in_request_order,
     read_manifest,
 )
+
+from zephon_core import ConfigError, ReaderError, RecordError, ShardInfo
 from zephon_webdataset import tarindex
 from zephon_webdataset.decode import DEFAULT_DECODE, decoder_for, decoders
 from zephon_webdataset.detect import FILES
@@ -65,7 +65,7 @@ class WebDatasetReader(IndexedFileReader[tarindex.TarIndex]):
         prefetch: with ``download``, warm the cache with the next ``prefetch`` shards.
         open_files: most local tars kept open at once per reader.
         manifest: hold the listing to ``_zephon_manifest.json`` when ``zephon index`` wrote one.
-        **storage: :class:`zephon_core.storage.Storage` options (``storage_options``, ``cache_dir``,
+        **storage: :class:`zephon_storage.Storage` options (``storage_options``, ``cache_dir``,
             ``retries``, …), ``verify="checksum"`` (SHA-256 from ``zephon index --checksum``; reads
             whole files through the cache), ``on_error`` and ``max_bad_fraction`` (a field that
             does not decode, or a corrupt member header, is a skippable record).

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import IO
 
 import numpy as np
+from zephon_storage import SourceIdentity, check_sidecar_size, read_sidecar_header, write_sidecar
 
 from zephon_core import ReaderError
-from zephon_core.storage import SourceIdentity, check_sidecar_size, read_sidecar_header, write_sidecar
 
 MAGIC = b"ZWDS"
 VERSION = 1
@@ -52,7 +52,7 @@ def split_name(name: str) -> tuple[str, str] | None:
 
 
 Identity = SourceIdentity
-"""What an index was built from (the kernel's :class:`~zephon_core.storage.SourceIdentity`)."""
+"""What an index was built from (the kernel's :class:`~zephon_storage.SourceIdentity`)."""
 
 
 @dataclass
@@ -255,7 +255,7 @@ def build(f: IO[bytes], source: SourceIdentity, name: str) -> TarIndex:
 
 
 def write(path: str, idx: TarIndex, like: str | None = None) -> None:
-    """Write ``idx`` atomically (:func:`~zephon_core.storage.write_sidecar`): readers never see half an index.
+    """Write ``idx`` atomically (:func:`~zephon_storage.write_sidecar`): readers never see half an index.
 
     ``like``: the tar file the index describes; the index takes its permission bits, so whoever may
     read the shard may read its index (as for JSON Lines indexes).

@@ -1,0 +1,66 @@
+"""Megatron-Core's parallel state and common checkpoint state carry the Zephon data position from 2 dp ranks to 1 and 4.
+
+Real ranks under ``torchrun`` run the package's example: 12 iterations on 4 processes with tensor
+parallel size 2 (2 data-parallel ranks, each read by its 2 tensor-parallel ranks), a checkpoint
+every 4 iterations through Megatron's common-state strategy, then the iteration-8 checkpoint
+resumed on 1 process and on 4 processes with tensor parallel size 1 (4 data-parallel ranks).
+Every global batch's SHA-256 must equal the uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_tiny.py"
+
+
+def torchrun(nproc: int, tp: int, hashes: Path, tmp: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "TMPDIR": str(tmp), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(EXAMPLE)]
+    cmd += ["--iters", "12", "--tp", str(tp), "--hashes", str(hashes), *extra]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen[str], what: str, timeout: float = 180) -> str:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"{what} did not finish within {timeout} s:\n{out[-3000:]}")
+    assert proc.returncode == 0, f"{what} failed:\n{out[-3000:]}"
+    return out
+
+
+def read(path: Path) -> dict[int, str]:
+    return {int(k): v for k, v in json.loads(path.read_text()).items()}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(500)
+def test_checkpoint_on_2_dp_ranks_resumes_on_1_and_4(tmp_path: Path) -> None:
+    full = tmp_path / "full"
+    out = finish(torchrun(4, 2, tmp_path / "full.json", tmp_path, "--save", str(full)), "2 dp x 2 tp run")
+    assert "iteration 12 consumed 192" in out
+    reference = read(tmp_path / "full.json")
+    assert sorted(reference) == list(range(1, 13)) and len(set(reference.values())) == 12
+    runs = {}
+    for nproc in (1, 4):
+        ckpt = tmp_path / f"ckpt{nproc}"
+        shutil.copytree(full / "iter_0000008", ckpt / "iter_0000008")
+        (ckpt / "latest_checkpointed_iteration.txt").write_text("8")
+        runs[nproc] = torchrun(nproc, 1, tmp_path / f"resume{nproc}.json", tmp_path, "--load", str(ckpt))
+    for nproc, proc in runs.items():
+        out = finish(proc, f"resume on {nproc} dp rank(s)")
+        assert "iteration 9 consumed 144" in out and "iteration 12 consumed 192" in out, out[-2000:]
+        resumed = read(tmp_path / f"resume{nproc}.json")
+        assert resumed == {i: reference[i] for i in (9, 10, 11, 12)}, (
+            f"resume on {nproc} dp rank(s) changed the batches"
+        )

@@ -1,0 +1,66 @@
+"""zephon-torchtitan installed alone (kernel, zephon-torch, torchtitan) in a fresh virtual environment.
+
+The shared development environment has every plugin installed, which would hide a missing
+dependency. A script there builds the dataloader through torchtitan's ``Config.build`` on a
+one-rank gloo group, checkpoints it with ``torch.distributed.checkpoint`` mid-run and resumes.
+Opt-in (``ZEPHON_TEST_ALONE=1``): it installs torch and torchtitan's dependencies (~2 GB).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from zephon_testkit.isolated import install_alone, installed, repository_root, run_script
+
+SCRIPT = r"""
+import os, tempfile
+import numpy as np
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource
+from zephon_torchtitan import ZephonDataLoader
+
+d = tempfile.mkdtemp()
+dist.init_process_group("gloo", init_method=f"file://{d}/store", rank=0, world_size=1)
+def build(seq_len, microbatch_size):
+    def rows(p):
+        ids = np.arange(seq_len + 1, dtype=np.int64) + p["i"]
+        return {"input_ids": ids[:-1], "labels": ids[1:]}
+    ws = StaticMixtureWorkSource([Dataset.from_records("d", [{"i": i} for i in range(200)])], chunk_size=16, seed=1)
+    return Pipeline(ws).map_transform(rows).batch(microbatch_size=microbatch_size).options(lanes=4)
+def make():
+    return ZephonDataLoader.Config(pipeline=build).build(dp_world_size=1, dp_rank=0, tokenizer=None, seq_len=8, local_batch_size=2)
+dl = make()
+it = iter(dl)
+first = [next(it)[0]["input"].tolist() for _ in range(8)]
+dcp.save({"dataloader": dl}, checkpoint_id=f"{d}/ckpt")
+rest = [next(it)[0]["input"].tolist() for _ in range(8)]
+dl.close()
+again = make()
+dcp.load({"dataloader": again}, checkpoint_id=f"{d}/ckpt")
+it = iter(again)
+assert [next(it)[0]["input"].tolist() for _ in range(8)] == rest
+dist.destroy_process_group()
+print("ALONE OK")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(
+    os.environ.get("ZEPHON_TEST_ALONE") != "1",
+    reason="installs torch and torchtitan (~2 GB) into a fresh venv; set ZEPHON_TEST_ALONE=1 to run it",
+)
+def test_installed_alone(tmp_path):
+    root = repository_root()
+    constraints = root / ".ci" / "constraints.txt" if root is not None else None
+    try:
+        python = install_alone("zephon-torchtitan", tmp_path, constraints=constraints)
+        dists = installed(python)
+        assert {"zephon-torchtitan", "zephon-torch", "zephon-core", "torch", "torchtitan"} <= dists
+        assert not dists & {"megatron-core", "zephon-tokenize", "zephon-pack"}, dists
+        assert "ALONE OK" in run_script(python, SCRIPT, tmp_path, timeout=300)
+    finally:
+        shutil.rmtree(tmp_path / "venv", ignore_errors=True)
