@@ -8,20 +8,9 @@ Lightning checkpoint, resumes from it and checks the run ends at the step limit.
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
-from zephon_testkit.isolated import (
-    build_wheels,
-    clean_env,
-    install_alone,
-    installed,
-    package_dir,
-    pip_install,
-    repository_root,
-    run,
-    run_script,
-)
+from zephon_testkit.isolated import check_alone_with_torch, clean_env
 
 SCRIPT = r"""
 import tempfile
@@ -60,18 +49,12 @@ if __name__ == "__main__":
     reason="installs torch and lightning into a fresh venv; set ZEPHON_TEST_ALONE=1 to run it",
 )
 def test_installed_alone(tmp_path):
-    root = repository_root()
-    constraints = root / ".ci" / "constraints.txt" if root is not None else None
-    try:
-        python = install_alone("zephon-torch", tmp_path, constraints=constraints)
-        # zephon-torch is a local dependency (not on the registry): install it first, then this package.
-        (wheel,) = build_wheels([package_dir("zephon-lightning", root)], tmp_path / "wheels2")
-        cmd = pip_install(python) + (["-c", str(constraints)] if constraints else []) + [str(wheel)]
-        run(cmd, 600)
-        dists = installed(python)
-        assert {"zephon-lightning", "zephon-torch", "transformers", "accelerate", "torch"} <= dists
-        assert not dists & {"transformers", "torchdata", "zephon-tokenize"}, dists
-        env = clean_env(TMPDIR=str(tmp_path))
-        assert "ALONE OK" in run_script(python, SCRIPT, tmp_path, env=env, timeout=600)
-    finally:
-        shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+    check_alone_with_torch(
+        "zephon-lightning",
+        tmp_path,
+        SCRIPT,
+        present={"zephon-torch", "lightning", "torch"},
+        absent={"transformers", "torchdata", "zephon-tokenize"},
+        env=clean_env(TMPDIR=str(tmp_path)),
+        timeout=600,
+    )

@@ -9,10 +9,9 @@ installs torch (~1 GB).
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
-from zephon_testkit.isolated import install_alone, installed, repository_root, run_script
+from zephon_testkit.isolated import check_alone_with_torch
 
 SCRIPT = r"""
 import tempfile
@@ -56,13 +55,11 @@ if __name__ == "__main__":
     reason="installs torch and megatron-core (~1 GB) into a fresh venv; set ZEPHON_TEST_ALONE=1 to run it",
 )
 def test_installed_alone(tmp_path):
-    root = repository_root()
-    constraints = root / ".ci" / "constraints.txt" if root is not None else None
-    try:
-        python = install_alone("zephon-megatron", tmp_path, constraints=constraints)
-        dists = installed(python)
-        assert {"zephon-megatron", "zephon-torch", "zephon-core", "torch", "megatron-core"} <= dists
-        assert not dists & {"torchtitan", "zephon-tokenize", "zephon-pack"}, dists
-        assert "ALONE OK" in run_script(python, SCRIPT, tmp_path, timeout=300)
-    finally:
-        shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+    check_alone_with_torch(
+        "zephon-megatron",
+        tmp_path,
+        SCRIPT,
+        present={"zephon-torch", "torch", "megatron-core"},
+        absent={"torchtitan", "zephon-tokenize", "zephon-pack"},
+        timeout=300,
+    )

@@ -10,10 +10,9 @@ copying torch into a new environment alone takes longer than the rest of the pac
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
-from zephon_testkit.isolated import install_alone, installed, repository_root, run_script
+from zephon_testkit.isolated import check_alone_with_torch
 
 SCRIPT = r"""
 import os, sys, tempfile
@@ -55,13 +54,11 @@ print("ALONE OK")
     reason="installs torch (~1 GB, 1-2 min) into a fresh venv; set ZEPHON_TEST_ALONE=1 to run it",
 )
 def test_installed_alone(tmp_path):
-    root = repository_root()
-    constraints = root / ".ci" / "constraints.txt" if root is not None else None
-    try:
-        python = install_alone("zephon-torch", tmp_path, constraints=constraints)
-        dists = installed(python)
-        assert {"zephon-torch", "zephon-core", "torch", "numpy"} <= dists
-        assert not dists & {"zephon-tokenize", "zephon-pack", "matplotlib", "tokenizers"}, dists
-        assert "ALONE OK" in run_script(python, SCRIPT, tmp_path, timeout=180)
-    finally:
-        shutil.rmtree(tmp_path / "venv", ignore_errors=True)  # about 1 GB, mostly torch
+    check_alone_with_torch(
+        "zephon-torch",
+        tmp_path,
+        SCRIPT,
+        present={"torch", "numpy"},
+        absent={"zephon-tokenize", "zephon-pack", "matplotlib", "tokenizers"},
+        timeout=180,
+    )

@@ -9,10 +9,9 @@ Opt-in (``ZEPHON_TEST_ALONE=1``): it installs torch and torchtitan's dependencie
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
-from zephon_testkit.isolated import install_alone, installed, repository_root, run_script
+from zephon_testkit.isolated import check_alone_with_torch
 
 SCRIPT = r"""
 import os, tempfile
@@ -54,13 +53,11 @@ print("ALONE OK")
     reason="installs torch and torchtitan (~2 GB) into a fresh venv; set ZEPHON_TEST_ALONE=1 to run it",
 )
 def test_installed_alone(tmp_path):
-    root = repository_root()
-    constraints = root / ".ci" / "constraints.txt" if root is not None else None
-    try:
-        python = install_alone("zephon-torchtitan", tmp_path, constraints=constraints)
-        dists = installed(python)
-        assert {"zephon-torchtitan", "zephon-torch", "zephon-core", "torch", "torchtitan"} <= dists
-        assert not dists & {"megatron-core", "zephon-tokenize", "zephon-pack"}, dists
-        assert "ALONE OK" in run_script(python, SCRIPT, tmp_path, timeout=300)
-    finally:
-        shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+    check_alone_with_torch(
+        "zephon-torchtitan",
+        tmp_path,
+        SCRIPT,
+        present={"zephon-torch", "torch", "torchtitan"},
+        absent={"megatron-core", "zephon-tokenize", "zephon-pack"},
+        timeout=300,
+    )

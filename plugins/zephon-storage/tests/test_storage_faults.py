@@ -146,7 +146,9 @@ def test_faults_are_survived_with_identical_batches(s3, clean_hashes, tmp_path, 
     # which only the deadline bounds, ends when the proxy closes the connection and aiohttp retries),
     # a truncated body as aiohttp's payload error, a double drop as a connection error. A truncated
     # or dropped answer that aiohttp retries by itself (idempotent requests, once) never shows here.
-    assert retried["OSError"] >= injected[Fault.ERROR_503], retried
+    # A read abandoned at its deadline goes on in the background and its answer is dropped: a 503
+    # given to one of its requests reaches no one, so each stall may hide one.
+    assert retried["OSError"] >= injected[Fault.ERROR_503] - retried["StallError"], (retried, injected)
     assert retried["StallError"] >= 2, retried
     assert retried["ClientPayloadError"] + retried["ConnectionClosedError"] >= 1, retried
     assert retried["EndpointConnectionError"] >= 1, retried

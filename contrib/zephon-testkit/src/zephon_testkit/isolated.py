@@ -18,6 +18,7 @@ Only meaningful in a checkout of the repository (the kernel installed in editabl
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -205,6 +206,7 @@ def check_alone(
     expect: str = "ALONE OK",
     listed_as: str | None = None,
     timeout: float = 400,
+    constraints: Path | None = None,
 ) -> Path:
     """Install ``package`` alone, check what came with it, run ``script`` there; returns the venv's python.
 
@@ -219,12 +221,14 @@ def check_alone(
         listed_as: a plugin kind (``"reader"``): ``zephon plugins --kind <kind>`` must list ``package``,
             so its entry point is installed and loads.
         timeout: seconds allowed per pip call and for the script.
+        constraints: a pip constraints file applied to every install (the repository's keeps torch
+            on its CPU build).
 
     Raises:
         AssertionError: a distribution is missing or present against the promise, or the script
             failed or did not print ``expect``.
     """
-    python = install_alone(package, where, timeout=timeout)
+    python = install_alone(package, where, timeout=timeout, constraints=constraints)
     dists = installed(python)
     missing = {package, "zephon-core", *present} - dists
     unwanted = dists & set(absent)
@@ -238,3 +242,26 @@ def check_alone(
         if package not in listed:
             raise AssertionError(f"{package} alone: `zephon plugins --kind {listed_as}` does not list it:\n{listed}")
     return python
+
+
+def check_alone_with_torch(
+    package: str,
+    where: Path,
+    script: str,
+    *,
+    present: Iterable[str] = (),
+    absent: Iterable[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+) -> None:
+    """:func:`check_alone` for a package that brings torch: every install under the repository's
+    constraints (so pip keeps the CPU build of torch instead of fetching a CUDA one), and the venv,
+    1-2 GB of it torch, removed afterwards whatever the outcome."""
+    root = repository_root()
+    constraints = root / ".ci" / "constraints.txt" if root is not None else None
+    try:
+        check_alone(
+            package, where, script, present=present, absent=absent, env=env, timeout=timeout, constraints=constraints
+        )
+    finally:
+        shutil.rmtree(where / "venv", ignore_errors=True)
