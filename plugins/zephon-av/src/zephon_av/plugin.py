@@ -1,4 +1,4 @@
-"""Entry point of the ``zephon`` plugin group: registers the audio/video operators.
+"""Entry point of the ``zephon`` plugin group: registers the audio/video operators and ``zephon demo video``.
 
 Factories are lazy ``"module:attr"`` strings so that ``import zephon_core`` (and listing plugins)
 never imports PyAV.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zephon_core.hookspecs import hookimpl
+from zephon_core.hookspecs import DemoRegister, hookimpl
 
 ZEPHON_CONTRACT = (1, 0)
 """The zephon plugin contract this plugin is built for (the kernel refuses an incompatible one)."""
@@ -38,3 +38,13 @@ OPERATORS = {
 def zephon_register_operators(register: Any) -> None:
     for name, (factory, description) in OPERATORS.items():
         register(name=name, factory=factory, description=description)
+
+
+@hookimpl
+def zephon_register_demos(register: DemoRegister) -> None:
+    register(
+        name="video",
+        factory="zephon_av.demo:main",
+        description="clips made offline from photographs (pans, zooms, crossfades) + speech-like audio: "
+        "decode_video, decode_audio, log_mel, patchify_video, determinism self-check",
+    )
