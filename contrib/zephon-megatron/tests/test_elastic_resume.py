@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from zephon_torch.testing.trainers import finish
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_tiny.py"
 
@@ -28,15 +29,6 @@ def torchrun(nproc: int, tp: int, hashes: Path, tmp: Path, *extra: str) -> subpr
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def finish(proc: subprocess.Popen[str], what: str, timeout: float = 180) -> str:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        pytest.fail(f"{what} did not finish within {timeout} s:\n{out[-3000:]}")
-    assert proc.returncode == 0, f"{what} failed:\n{out[-3000:]}"
-    return out
 
 
 def read(path: Path) -> dict[int, str]:
@@ -47,7 +39,7 @@ def read(path: Path) -> dict[int, str]:
 @pytest.mark.timeout(500)
 def test_checkpoint_on_2_dp_ranks_resumes_on_1_and_4(tmp_path: Path) -> None:
     full = tmp_path / "full"
-    out = finish(torchrun(4, 2, tmp_path / "full.json", tmp_path, "--save", str(full)), "2 dp x 2 tp run")
+    out = finish(torchrun(4, 2, tmp_path / "full.json", tmp_path, "--save", str(full)), "2 dp x 2 tp run", timeout=180)
     assert "iteration 12 consumed 192" in out
     reference = read(tmp_path / "full.json")
     assert sorted(reference) == list(range(1, 13)) and len(set(reference.values())) == 12
@@ -58,7 +50,7 @@ def test_checkpoint_on_2_dp_ranks_resumes_on_1_and_4(tmp_path: Path) -> None:
         (ckpt / "latest_checkpointed_iteration.txt").write_text("8")
         runs[nproc] = torchrun(nproc, 1, tmp_path / f"resume{nproc}.json", tmp_path, "--load", str(ckpt))
     for nproc, proc in runs.items():
-        out = finish(proc, f"resume on {nproc} dp rank(s)")
+        out = finish(proc, f"resume on {nproc} dp rank(s)", timeout=180)
         assert "iteration 9 consumed 144" in out and "iteration 12 consumed 192" in out, out[-2000:]
         resumed = read(tmp_path / f"resume{nproc}.json")
         assert resumed == {i: reference[i] for i in (9, 10, 11, 12)}, (

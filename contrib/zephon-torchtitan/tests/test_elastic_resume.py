@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from zephon_torch.testing.trainers import finish
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "train_tiny.py"
 
@@ -27,21 +28,13 @@ def torchrun(nproc: int, dump: Path, hashes: Path, tmp: Path, *extra: str) -> su
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def finish(proc: subprocess.Popen[str], what: str, timeout: float = 150) -> None:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        pytest.fail(f"{what} did not finish within {timeout} s:\n{out[-3000:]}")
-    assert proc.returncode == 0, f"{what} failed:\n{out[-3000:]}"
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_checkpoint_on_2_ranks_resumes_on_1_and_4(tmp_path: Path) -> None:
     full = tmp_path / "full"
-    finish(torchrun(2, full, tmp_path / "full.json", tmp_path), "2-rank run")
+    finish(torchrun(2, full, tmp_path / "full.json", tmp_path), "2-rank run", timeout=150)
     reference = {int(k): v for k, v in json.loads((tmp_path / "full.json").read_text()).items()}
     assert sorted(reference) == list(range(1, 13))
     assert len(set(reference.values())) == 12  # every step trains on other rows
@@ -52,7 +45,7 @@ def test_checkpoint_on_2_ranks_resumes_on_1_and_4(tmp_path: Path) -> None:
         shutil.copytree(full / "checkpoint" / "step-8", dump / "checkpoint" / "step-8")
         runs[nproc] = torchrun(nproc, dump, tmp_path / f"resume{nproc}.json", tmp_path, "--load-step", "8")
     for nproc, proc in runs.items():
-        finish(proc, f"resume on {nproc} rank(s)")
+        finish(proc, f"resume on {nproc} rank(s)", timeout=150)
         resumed = {int(k): v for k, v in json.loads((tmp_path / f"resume{nproc}.json").read_text()).items()}
         assert sorted(resumed) == [9, 10, 11, 12], (nproc, sorted(resumed))
         assert resumed == {s: reference[s] for s in (9, 10, 11, 12)}, f"resume on {nproc} rank(s) changed the batches"

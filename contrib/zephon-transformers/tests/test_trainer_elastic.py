@@ -9,8 +9,6 @@ depend on the number of processes. Steps 12-23 must hash as in the uninterrupted
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -18,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from zephon_torch.testing.trainers import global_step_hashes
 
 pytestmark = pytest.mark.slow
 
@@ -40,17 +39,6 @@ def torchrun(world: int, out: Path, record: Path, tmp: Path, *extra: str) -> Non
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
 
 
-def step_hashes(record: Path, first_step: int = 0) -> dict[int, str]:
-    """Global step -> SHA-256 over its microbatches, ordered by (round, lane) whatever the process count."""
-    ranks = sorted(record.glob("rank*.json"), key=lambda p: int(p.stem[4:]))
-    world = len(ranks)
-    per = LANES // world  # lanes per process: one microbatch each per round; one round per step here
-    keyed: dict[tuple[int, int], str] = {}
-    for r, path in enumerate(ranks):
-        for j, h in enumerate(json.loads(path.read_text())["hashes"]):
-            keyed[(first_step + j // per, r * per + j % per)] = h
-    steps = sorted({s for s, _ in keyed})
-    return {s: hashlib.sha256("".join(keyed[(s, lane)] for lane in range(LANES)).encode()).hexdigest() for s in steps}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +46,7 @@ def two(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hf2")
     torchrun(2, tmp / "run", tmp / "rec", tmp)
     assert (tmp / "run" / f"checkpoint-{SAVE}" / "zephon_data_state.json").is_file()
-    hashes = step_hashes(tmp / "rec")
+    hashes = global_step_hashes(tmp / "rec", LANES)
     assert sorted(hashes) == list(range(STEPS))
     return tmp, hashes
 
@@ -69,6 +57,6 @@ def test_resume_from_the_trainers_checkpoint_on_another_process_count(two, world
     run = tmp_path / "run"
     shutil.copytree(src / "run" / f"checkpoint-{SAVE}", run / f"checkpoint-{SAVE}")  # as if the job died after it
     torchrun(world, run, tmp_path / "rec", tmp_path, "--resume")
-    resumed = step_hashes(tmp_path / "rec", first_step=SAVE)
+    resumed = global_step_hashes(tmp_path / "rec", LANES, first_step=SAVE)
     assert sorted(resumed) == list(range(SAVE, STEPS))
     assert resumed == {s: full[s] for s in range(SAVE, STEPS)}
