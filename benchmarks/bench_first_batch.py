@@ -28,6 +28,9 @@ import numpy as np
 
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
 
+RELEASE = "balanced"
+"""``ensure_mixture``'s release rule (the text demo's); ``--release most_behind`` shows the older rule."""
+
 
 def build(root: Path, lanes: int, exhaustion: str, chunk_size: Any, flush_every: Any) -> Pipeline:
     from zephon_demo import corpus
@@ -49,7 +52,7 @@ def build(root: Path, lanes: int, exhaustion: str, chunk_size: Any, flush_every:
         Pipeline(ws)
         .tokenize(tokenizer_id="gpt2", parallelism=2)
         .pack_sequences(target_length=2048)
-        .ensure_mixture()
+        .ensure_mixture(release=RELEASE)
         .batch(microbatch_size=2)
         .options(**opts)
     )
@@ -141,12 +144,25 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--chunk-size", default=None, help="default: the source's default")
     ap.add_argument("--flush-every", default=None, help="default: the pipeline's default")
+    ap.add_argument("--release", default=RELEASE, choices=["balanced", "most_behind"], help="ensure_mixture's rule")
     args = ap.parse_args()
-    chunk = None if args.chunk_size is None else (args.chunk_size if args.chunk_size == "auto" else int(args.chunk_size))
-    k = None if args.flush_every is None else (args.flush_every if args.flush_every == "auto" else int(args.flush_every))
+    globals()["RELEASE"] = args.release
+    chunk = (
+        None if args.chunk_size is None else (args.chunk_size if args.chunk_size == "auto" else int(args.chunk_size))
+    )
+    k = (
+        None
+        if args.flush_every is None
+        else (args.flush_every if args.flush_every == "auto" else int(args.flush_every))
+    )
     root = Path(tempfile.gettempdir()) / "zephon-demo"
-    print(f"chunk_size={chunk or 'default'} flush_every_k_chunks={k or 'default'}; threads; {args.steps} global steps")
-    print("| lanes | chunk | K | window tokens | first batch s | max gap s | median gap s | padding % | flush overhead pp | stop run |")
+    print(
+        f"chunk_size={chunk or 'default'} flush_every_k_chunks={k or 'default'} ensure_mixture(release={RELEASE!r}); "
+        f"threads; {args.steps} global steps"
+    )
+    print(
+        "| lanes | chunk | K | window tokens | first batch s | max gap s | median gap s | padding % | flush overhead pp | stop run |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for lanes in args.lanes:
         r = run(root, lanes, args.steps, args.warmup, chunk, k)

@@ -1,4 +1,4 @@
-"""Shuffle modes: quality on a label-sorted dataset, and what each costs in reads (issue 12).
+"""Shuffle modes: quality on a label-sorted dataset, and what each costs in reads.
 
 Quality: a dataset of ``--shards`` shards of ``--per-shard`` samples (default 20 x 500), shard ``s``
 holding label ``s`` (files written in label order, the case a shuffle must undo). For each
@@ -40,9 +40,10 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from zephon_testkit.shuffle_quality import files_per_chunk, source_labels, window_quality  # noqa: E402
+
 from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource  # noqa: E402
 from zephon_core.testing.corpus import documents  # noqa: E402
-from zephon_core.work.quality import files_per_chunk, source_labels, window_quality  # noqa: E402
 
 MODES: list[Any] = ["shard", 1024, "auto", "global"]
 LITDATA_FIXTURE = ROOT / "plugins" / "zephon-litdata" / "tests" / "fixtures" / "data" / "corpus_a"

@@ -182,12 +182,13 @@ def document_shares(texts: list[str], weight_by: str, min_tokens: int | None) ->
     return tokens / tokens.sum(), float(tokens.sum())
 
 
-def global_batch_shares(texts: list[str], ensure: bool, steps: int, lanes: int = 4) -> np.ndarray:
-    """Share of dataset 0 in each global batch of the full pipeline (segments attributed exactly)."""
+def global_batch_shares(texts: list[str], release: str | None, steps: int, lanes: int = 4) -> np.ndarray:
+    """Share of dataset 0 in each global batch of the full pipeline (segments attributed exactly);
+    ``release``: ``ensure_mixture``'s rule, or None for no ``ensure_mixture``."""
     ws = short_and_long(texts, "tokens")
     pipe = Pipeline(ws).tokenize(tokenizer_id="gpt2", parallelism=2).pack_sequences(target_length=TARGET_LENGTH)
-    if ensure:
-        pipe = pipe.ensure_mixture()
+    if release is not None:
+        pipe = pipe.ensure_mixture(release=release)
     pipe = pipe.batch(microbatch_size=MICROBATCH).options(lanes=lanes)
     shares = []
     acc = np.zeros(2)
@@ -327,10 +328,11 @@ def mixing(english: list[str], quick: bool) -> None:
         "(a prefix reads a sample of shards: its share carries that sample's noise)"
     )
     steps = 8 if quick else 40
-    for ensure in (False, True):
-        g = global_batch_shares(english, ensure, steps)
+    for release in (None, "most_behind", "balanced"):
+        g = global_batch_shares(english, release, steps)
+        label = f" + ensure_mixture(release={release!r})" if release else " " * 38
         print(
-            f"   full pipeline{' + ensure_mixture' if ensure else '                 '}: short share per global batch "
+            f"   full pipeline{label}: short share per global batch "
             f"mean {100 * g.mean():.2f}%, mean |error| {100 * np.abs(g - 0.5).mean():.2f} pp, "
             f"max {100 * np.abs(g - 0.5).max():.2f} pp over {len(g)} global batches of {4 * MICROBATCH * TARGET_LENGTH:,} tokens"
         )

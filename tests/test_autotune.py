@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests import helpers
 from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource, merge_checkpoints
 from zephon_core.conformance.harness import run_global
@@ -60,6 +62,7 @@ def test_autotune_changes_parallelism_and_not_the_data():
     assert reports[0]["parallelism"]["slow"] > 1
 
 
+@pytest.mark.slow
 def test_a_checkpoint_taken_while_tuning_resumes_exactly_on_another_world_size():
     fixed = run_global(_build, lanes=LANES, world_size=1, runner="threads", parallelism=2).hashes
     head, state, _ = _tuned_hashes(steps=60)
@@ -67,6 +70,7 @@ def test_a_checkpoint_taken_while_tuning_resumes_exactly_on_another_world_size()
     assert head + tail == fixed
 
 
+@pytest.mark.slow
 def test_autotune_resizes_process_pools_and_not_the_data():
     fixed = run_global(_build, lanes=LANES, world_size=1, runner="threads", parallelism=1).hashes
     tuned, _, reports = _tuned_hashes(runner="processes")

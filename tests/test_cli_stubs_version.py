@@ -1,45 +1,15 @@
-"""``zephon stubs``, ``zephon --version`` and plain-words ``--help`` for every command."""
+"""``zephon --version`` and plain-words ``--help`` for every command (``zephon stubs`` is tested with zephon-stubs)."""
 
 from __future__ import annotations
 
 import argparse
-import ast
 from importlib import metadata
-from pathlib import Path
 
 import pytest
 
 from zephon_core.cli import build_parser
 from zephon_core.plugins import default_plugin_manager
 from zephon_core.testing.cli import run_cli
-
-
-# -- zephon stubs --------------------------------------------------------------------------------
-def test_stubs_writes_a_parsable_stub_with_plugin_operators(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli("stubs")
-    assert code == 0, err
-    path = tmp_path / "typings" / "zephon_core" / "pipeline.pyi"
-    assert f"wrote {Path('typings') / 'zephon_core' / 'pipeline.pyi'}" in out
-    tree = ast.parse(path.read_text())
-    assert (tmp_path / "typings" / "zephon_core" / "__init__.pyi").exists()
-    code, printed, _ = run_cli("stubs", "-o", "-")
-    assert code == 0 and printed == path.read_text()
-    if "tokenize" not in default_plugin_manager().registry.names("operator"):
-        pytest.skip("zephon-tokenize is not installed")
-    assert "tokenize" in out
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Pipeline")
-    method = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "tokenize")
-    names = {a.arg for a in method.args.args + method.args.kwonlyargs}
-    assert {"tokenizer_id", "field", "parallelism"} <= names
-
-
-def test_stubs_into_another_folder_and_not_onto_a_file(tmp_path: Path) -> None:
-    code, _, _ = run_cli("stubs", "-o", str(tmp_path / "stubs"))
-    assert code == 0 and (tmp_path / "stubs" / "zephon_core" / "pipeline.pyi").exists()
-    (tmp_path / "afile").write_text("")
-    code, _, err = run_cli("stubs", "-o", str(tmp_path / "afile"))
-    assert code == 2 and err.count("\n") == 1 and "is a file" in err
 
 
 # -- zephon --version ---------------------------------------------------------------------------------

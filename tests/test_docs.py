@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -16,6 +18,7 @@ def _blocks(page: str, tag: str) -> list[str]:
     return re.findall(rf"```{re.escape(tag)}\n(.*?)```", text, flags=re.S)
 
 
+@pytest.mark.slow  # the whole conformance suite on both examples, in a fresh interpreter
 def test_writing_an_operator_examples_run_and_pass_the_suite(tmp_path):
     code = "\n".join(_blocks("writing-an-operator.md", "python"))
     assert "class Subsample" in code and "stateful_transform" in code

@@ -1,4 +1,4 @@
-"""Exhaustion policies (issue 12, part 4): stop, repeat and redistribute, per dataset, with an
+"""Exhaustion policies: stop, repeat and redistribute, per dataset, with an
 end-of-data report naming which dataset ran out at which draw; redistribute holds the determinism
 matrix on both sources."""
 

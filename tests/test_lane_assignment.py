@@ -1,5 +1,5 @@
 """``options(lane_assignment="permute")``: each round of chunks dealt to the lanes by a seeded
-permutation (issue 15, item 6). Still a pure function of the configuration: the determinism matrix
+permutation. Still a pure function of the configuration: the determinism matrix
 and resume on another world size hold, and the option is in the fingerprint."""
 
 from __future__ import annotations

@@ -63,7 +63,10 @@ LAYERS: Layers = (
             "zephon_core.pipeline",
             "zephon_core.builder_methods",
             "zephon_core.options",
+            "zephon_core.definition",
             "zephon_core.binding",
+            "zephon_core.starting",
+            "zephon_core.step_validation",
             "zephon_core.answers",
             "zephon_core.steering",
             "zephon_core.checkpointing",
@@ -83,7 +86,6 @@ LAYERS: Layers = (
             "zephon_core.demo",
             "zephon_core.progress",
             "zephon_core.storage",
-            "zephon_core.stubs",
             "zephon_core.validation",
         ),
     ),
@@ -95,7 +97,8 @@ LAYERS: Layers = (
   ``work.contract``, ``work.readers``, sample ids) and the plugin hooks;
 * registry — the plugin manager and the kernel's own registrations;
 * built-ins — the operators, work sources and shuffles that implement the contracts (readers on
-  storage are zephon-storage's and its plugins');
+  storage are zephon-storage's and its plugins'; scheduled mixtures are zephon-curricula's, and
+  ``work.moved`` resolves their 0.1.0 module names there lazily);
 * checkpoint — the checkpoint format: its schema, fingerprint, rank merge and files, and replay (how a
   lane resumes from it, which the runtime's stages use);
 * runtime — runners, stages, the engine, and the observers it hands delivered batches to (the
@@ -126,7 +129,7 @@ DEFERRED_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("zephon_core.hookspecs", "zephon_core.runtime.types"),
         ("zephon_core.hookspecs", "zephon_core.options"),
         # options(validate=...) runs the conformance rules on the pipeline's own operators, only when asked.
-        ("zephon_core.pipeline", "zephon_core.validation"),
+        ("zephon_core.step_validation", "zephon_core.validation"),
     }
 )
 """Upward imports inside a function or under ``TYPE_CHECKING``, ``(importer, imported)``: they do not

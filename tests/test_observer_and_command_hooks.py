@@ -184,10 +184,10 @@ def test_a_command_added_twice_is_an_error_naming_both_packages(capsys: pytest.C
     class Index:
         @hookimpl
         def zephon_register_commands(self, subparsers: Subparsers) -> None:
-            subparsers.add_parser("stubs", help="a second stubs command")
+            subparsers.add_parser("demo", help="a second demo command")
 
     pm = ZephonPluginManager(load_entrypoints=False, plugins=[Index()])
-    with pytest.raises(PluginError, match=r"zephon command stubs is added twice: by zephon-core and by .*Index"):
+    with pytest.raises(PluginError, match=r"zephon command demo is added twice: by zephon-core and by .*Index"):
         build_parser(pm)
     assert cli_main(["plugins"], plugins=pm) == 2
     assert "zephon: error: " in capsys.readouterr().err

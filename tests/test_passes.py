@@ -1,4 +1,4 @@
-"""Bounded passes per dataset (issue 15, item 4): ``max_repeats``, ``stop_after_passes`` and
+"""Bounded passes per dataset: ``max_repeats``, ``stop_after_passes`` and
 ``reshuffle_on_repeat``, with an end-of-data report that says which dataset ended the run after how
 many passes, and exact resume on another world size."""
 

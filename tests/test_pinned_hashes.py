@@ -1,16 +1,19 @@
 """Global batch hashes pinned as literal values, so a refactor of the kernel is provably order-neutral.
 
 Every other determinism test compares runs *with each other*; a change that alters every run in the
-same way passes them all. These digests were computed before the kernel restructuring (issue 9) and
-must only change when a change of the data is intended and said so (for example a new default
-shuffle), in which case the new digests are pasted here in the same commit.
+same way passes them all. These digests were computed before the kernel was restructured and must only
+change when a change of the data is intended and said so (for example a new default shuffle), in
+which case the new digests are pasted here in the same commit, and the old ones are kept beside the
+setting that still gives them.
 
 Each pin is the SHA-256 of the concatenated per-step global batch digests, plus the step count.
 
-Issue 12 changed the default ``shuffle_block_size`` from blocks inside one shard to ``"auto"``
-(blocks spanning about 8 shards), which changes every pin below on purpose. The pre-issue-12 digests
-are kept in ``SHARD_PINS``: the same pipelines with ``shuffle_block_size="shard"`` must still give
-them, which proves the change is the new default shuffle and nothing else.
+zephon-core 0.1 shuffled in blocks inside one shard; the default ``shuffle_block_size="auto"``
+(blocks spanning about 8 shards) changed every pin below on purpose. The earlier digests are kept in
+``SHARD_PINS``: the same pipelines with ``shuffle_block_size="shard"`` must still give them, which
+proves the change is the new default shuffle and nothing else. Likewise ``ensure_mixture``'s default
+rule became ``release="balanced"``: the text pipeline's earlier digests are kept in
+``MOST_BEHIND_PINS``, which ``release="most_behind"`` must still give.
 """
 
 from __future__ import annotations
@@ -62,14 +65,18 @@ def _flat_builder(par: int, shuffle_block_size: str = "auto") -> Pipeline:
     return Pipeline(ws).flat_map(_flat, parallelism=par).shuffle(buffer_size=40, seed=3).batch(microbatch_size=6)
 
 
-PINS = {  # shuffle_block_size="auto" (the default since issue 12)
+PINS = {  # the defaults: shuffle_block_size="auto", ensure_mixture(release="balanced")
     "kernel_demo": (122, "bc871a547a7c927cf55d57d1060651232a1c3c6a6851ea15092a600d70606c78"),
     "kernel_demo_resumed": (122, "bc871a547a7c927cf55d57d1060651232a1c3c6a6851ea15092a600d70606c78"),
     "flat_map_repeat": (60, "7e0d463736b676687d50179339fd9ff862f02844b185f4efad0bbc7067d9e49c"),
+    "text_pipeline": (6, "6591c2d053a1a47b64107fc5f3300911e80c014b74ddfd2ba7017ec1ced94a00"),
+}
+
+MOST_BEHIND_PINS = {  # the text pipeline with ensure_mixture's earlier (and 0.1's only) rule
     "text_pipeline": (6, "967a4e5760a54454701870bb6403ca47a3b1d0b2965ebfd273267acf1494ab22"),
 }
 
-SHARD_PINS = {  # the pins before issue 12: shuffle_block_size="shard" is the old default order
+SHARD_PINS = {  # zephon-core 0.1's pins: shuffle_block_size="shard" is its default order
     "kernel_demo": (117, "4589dc6bfea0b74be4f3cb74ce262c6a385851e0d291d2a58d9d16913e5b43c1"),
     "flat_map_repeat": (60, "bbddeb31be9b6ecde69d42a133d369168e477b904fce3427bf15814bf92ab857"),
     "text_pipeline": (6, "3f7078da5d42e95aef5114414f210e2bdd15c8aaa81779002746b4c4ab393d7b"),
@@ -92,7 +99,7 @@ def test_flat_map_repeat_pinned():
     assert _digest(res.hashes) == PINS["flat_map_repeat"]
 
 
-def _text_builder(par: int, shuffle_block_size: str = "auto") -> Pipeline:
+def _text_builder(par: int, shuffle_block_size: str = "auto", release: str = "auto") -> Pipeline:
     paragraphs, sentences = corpus()
     ws = StaticMixtureWorkSource(
         [Dataset.from_records("p", paragraphs, shard_size=400), Dataset.from_records("s", sentences, 700)],
@@ -106,7 +113,7 @@ def _text_builder(par: int, shuffle_block_size: str = "auto") -> Pipeline:
         Pipeline(ws)
         .tokenize(tokenizer_id="gpt2", parallelism=par)
         .pack_sequences(target_length=512, parallelism=par)
-        .ensure_mixture()
+        .ensure_mixture(release=release)
         .batch(microbatch_size=4)
     )
 
@@ -139,6 +146,14 @@ def test_shard_mode_keeps_the_pins_of_zephon_core_0_1():
 def test_text_pipeline_shard_mode_keeps_its_old_pin():
     pytest.importorskip("zephon_tokenize")
     pytest.importorskip("zephon_pack")
-    text = functools.partial(_text_builder, shuffle_block_size="shard")
+    text = functools.partial(_text_builder, shuffle_block_size="shard", release="most_behind")
     res = run_global(text, lanes=4, world_size=1, runner="threads", parallelism=2, flush_every=4, steps=6)
     assert _digest(res.hashes) == SHARD_PINS["text_pipeline"]
+
+
+def test_text_pipeline_with_the_earlier_mixture_rule_keeps_its_pin():
+    pytest.importorskip("zephon_tokenize")
+    pytest.importorskip("zephon_pack")
+    text = functools.partial(_text_builder, release="most_behind")
+    res = run_global(text, lanes=4, world_size=1, runner="threads", parallelism=2, flush_every=4, steps=6)
+    assert _digest(res.hashes) == MOST_BEHIND_PINS["text_pipeline"]

@@ -280,7 +280,7 @@ def test_demo_registered_through_the_hook_is_listed_and_run(capsys):
     assert cli_main(["demo", "--list"], plugins=pm) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[0] == "hello" and out[0].endswith("says hello")
-    assert out[1].split()[0] == "kernel"
+    assert len(out) == 1  # the kernel demo comes with zephon-demo, which this manager does not load
     assert cli_main(["plugins", "--kind", "demo"], plugins=pm) == 0
     assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["hello", "demo"]
     assert cli_main(["demo", "--quick"], plugins=pm) == 0  # the only installed demo is the default
@@ -293,6 +293,31 @@ def test_demo_registered_through_the_hook_is_listed_and_run(capsys):
     assert cli_main(["demo", "nope"], plugins=pm) == 2
     assert cli_main(["demo", "hello", "--name", "other"], plugins=pm) == 2
     assert "two demos named" in capsys.readouterr().err
+    assert cli_main(["demo", "--kernel"], plugins=pm) == 2  # not installed: the error names its package
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no demo named 'kernel' is installed" in err and "pip install zephon-demo" in err
+
+
+def test_the_kernel_demo_comes_with_zephon_demo_and_gets_the_lanes() -> None:
+    reg = default_plugin_manager().registry.get("demo", "kernel")
+    assert (reg.package, reg.factory) == ("zephon-demo", "zephon_demo.kernel:main")
+    seen = {}
+
+    def kernel(argv, *, plugins):
+        seen["argv"] = argv
+        return 0
+
+    class Demos:
+        @hookimpl
+        def zephon_register_demos(self, register: DemoRegister) -> None:
+            register(name="kernel", factory=kernel, description="a demo named like zephon-demo's kernel demo")
+            register(name="text", factory=kernel, description="and like its text demo")
+
+    pm = ZephonPluginManager(load_entrypoints=False, plugins=[Demos()])
+    assert cli_main(["demo", "--kernel", "--quick", "--lanes", "2"], plugins=pm) == 0
+    assert seen == {"argv": ["--quick", "--lanes", "2"]}  # --lanes is the kernel demo's option
+    assert cli_main(["demo", "--lanes", "2"], plugins=pm) == 0
+    assert seen == {"argv": []}
 
 
 def test_conformance_fixture_is_a_fresh_manager(zephon_plugins):

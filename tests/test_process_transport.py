@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource, WorkerCrashedError
-from zephon_core.runtime import shm
+from zephon_core.runtime import shm, shm_segments
 from zephon_core.runtime.shm import Channel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,7 +174,7 @@ def test_every_dtype_survives_either_path(channels, n):
 @pytest.mark.parametrize("sendmsg", [True, False])
 def test_without_segments_everything_travels_inline(channels, monkeypatch, sendmsg):
     """As on macOS (no memfd), and on Windows (no sendmsg either)."""
-    monkeypatch.setattr(shm, "SEGMENTS_AVAILABLE", False)
+    monkeypatch.setattr(shm_segments, "SEGMENTS_AVAILABLE", False)
     monkeypatch.setattr(shm, "_HAVE_SENDMSG", sendmsg)
     tx, rx = channels
     mapped = _segment_mappings()
@@ -192,7 +192,7 @@ def test_a_refused_memfd_falls_back_to_the_socket(channels, monkeypatch):
     def refuse(size: int) -> int:
         raise PermissionError(1, "memfd_create refused by a sandbox")
 
-    monkeypatch.setattr(shm, "_new_memfd", refuse)
+    monkeypatch.setattr(shm_segments, "new_memfd", refuse)
     tx, rx = channels
     msg = {"img": np.full(IMAGE, 9, np.uint8)}  # 150 KB: still fits the socket's buffer
     tx.send(msg)
@@ -289,10 +289,12 @@ def test_batches_outlive_close_and_then_leave_nothing():
     with p:
         held = [b for _, b in zip(range(6), p)]  # stop mid-stream with work in flight
         snapshot = [b.data["image"].copy() for b in held]
+        # records in flight live in shared segments (a batch is collated into memory of its own)
+        assert _segment_mappings() > 0
     assert not multiprocessing.active_children()
-    assert _segment_mappings() > 0  # the held batches still view their segments...
-    assert all(np.array_equal(b.data["image"], s) for b, s in zip(held, snapshot))  # ...intact after close
-    del held, snapshot, p  # a closed pipeline still holds the records that were in its queues
+    assert all(np.array_equal(b.data["image"], s) for b, s in zip(held, snapshot))  # intact after close
+    # a closed pipeline may still hold records that were in its queues, viewing their segments
+    del held, snapshot, p
     assert _settle(lambda: _segment_mappings() == 0), "a segment stayed mapped after its last view went"
     assert _settle(lambda: _fds() <= fds), sorted(_fds() - fds)
     assert _shm() <= shm_before

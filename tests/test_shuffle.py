@@ -1,4 +1,4 @@
-"""Cross-shard shuffling (issue 12, part 1): every mode is an exact permutation per epoch, a pure
+"""Cross-shard shuffling: every mode is an exact permutation per epoch, a pure
 function of (seed, epoch, position), with the promised quality on a label-sorted dataset, and the
 source says which shards its chunks read."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from zephon_testkit.shuffle_quality import chi2_sf, files_per_chunk, source_labels, window_quality
 
 from zephon_core import ConfigError, Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource, hash_arrays
 from zephon_core.work.feistel import FeistelPermutation
 from zephon_core.work.permutation import BlockShuffle
-from zephon_core.work.quality import chi2_sf, files_per_chunk, source_labels, window_quality
 from zephon_core.work.readers import MemoryReader
 from zephon_core.work.shuffle import AUTO_MAX_GROUP, AUTO_SHARDS, auto_group, make_order
 

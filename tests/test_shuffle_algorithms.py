@@ -59,6 +59,7 @@ class TestBlockShuffleConformance(OperatorConformance):
         return functools.partial(Shuffle, 16, seed=3, algorithm="block")
 
 
+@pytest.mark.slow  # deselected by `-m "not slow"`, which overrides the default `-m "not exhaustive"`
 @pytest.mark.exhaustive  # the same accumulator as "block" with a growing block size
 class TestBlockWarmupShuffleConformance(OperatorConformance):
     @pytest.fixture

@@ -1,4 +1,4 @@
-"""Deterministic skip (issue 12, part 5): ``pipeline.skip_global_steps(n)`` after a restore discards
+"""Deterministic skip: ``pipeline.skip_global_steps(n)`` after a restore discards
 exactly the next ``n`` global steps on every rank, whatever the world size, and is recorded in the
 checkpoint."""
 

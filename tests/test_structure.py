@@ -148,7 +148,8 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path) -> None:
 
 def _kernel_core_files() -> list[Path]:
     core = ROOT / "zephon_core"
-    builder = [core / f"{m}.py" for m in ("pipeline", "options", "binding", "answers", "steering", "checkpointing")]
+    parts = ("options", "definition", "binding", "starting", "step_validation", "answers", "steering", "checkpointing")
+    builder = [core / f"{m}.py" for m in ("pipeline", *parts)]
     return [*builder, *sorted((core / "runtime").glob("*.py")), *sorted((core / "conformance").glob("*.py"))]
 
 

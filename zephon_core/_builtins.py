@@ -67,25 +67,17 @@ def zephon_register_commands(subparsers: Subparsers) -> None:
     """The kernel's commands, through the same hook as any package's (the bodies are lazy strings).
 
     ``index``, ``show`` and ``inspect`` are about storage: zephon-storage brings them, through this
-    same hook.
+    same hook; ``stubs`` (editor tooling) comes with zephon-stubs, and the demos ``demo`` runs with
+    zephon-demo.
     """
     p = subparsers.add_parser("plugins", help="list installed readers, operators, runners, demos and observers")
     p.add_argument("--kind", choices=list(KINDS), help="list only this kind")
     p.set_defaults(fn="zephon_core.cli:plugins_command")
 
-    p = subparsers.add_parser("stubs", help="write a type stub of the Pipeline builder that includes plugin operators")
-    p.add_argument(
-        "-o",
-        "--output",
-        default="typings",
-        help="folder to write the stub package into (default ./typings; - prints the stub instead)",
-    )
-    p.set_defaults(fn="zephon_core.cli_meta:stubs")
-
     p = subparsers.add_parser("demo", help="run the demo pipeline and check its determinism")
     p.add_argument("--lanes", type=int, default=4, help="lanes of the kernel demo (default 4)")
     p.add_argument("--quick", action="store_true", help="a shorter run")
-    p.add_argument("--kernel", action="store_true", help="the kernel-only demo (no plugins needed)")
+    p.add_argument("--kernel", action="store_true", help="the kernel-only demo (no reader or operator plugins needed)")
     p.add_argument("demo", nargs="?", metavar="NAME", help="which installed demo to run, e.g. zephon demo vlm (same as --name)")
     p.add_argument("--name", help="which installed demo to run (default: text)")
     p.add_argument("--list", action="store_true", help="list the installed demos and exit")

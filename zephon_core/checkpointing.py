@@ -16,6 +16,7 @@ from zephon_core import checkpoint as ckpt
 from zephon_core.checkpoint.replay import LaneStart
 from zephon_core.checkpoint.schema import checkpoint_dict, skipped_steps
 from zephon_core.errors import CheckpointError, ConfigError
+from zephon_core.ops.contract import AdoptsRecordedConfig
 from zephon_core.work.contract import LaneStateful, WorkSource
 from zephon_core.work.ids import CHUNK_BITS
 from zephon_core.work.lanes import LaneLayout
@@ -23,8 +24,19 @@ from zephon_core.work.source import check_token_estimates
 
 if TYPE_CHECKING:
     from zephon_core.hookspecs import Observer
+    from zephon_core.ops.contract import Operator
     from zephon_core.options import Options
     from zephon_core.runtime.engine import Engine
+
+
+def _differ_only_by_absent_labels(saved: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether two definitions are the same but for identity labels (``Pipeline.label``) that one of
+    them lacks entirely: a pipeline rebuilt from a description (e.g. a recipe) resumes a checkpoint of
+    the same pipeline written in code, and the other way round. Labels on both sides must match."""
+    if ("labels" in saved) == ("labels" in current):
+        return False
+    unlabelled = [{k: v for k, v in d.items() if k != "labels"} for d in (saved, current)]
+    return ckpt.fingerprint(unlabelled[0]) == ckpt.fingerprint(unlabelled[1])
 
 
 class Checkpointing:
@@ -40,6 +52,9 @@ class Checkpointing:
         _token_estimates: dict[str, float] | None
         _skips: list[dict[str, int]]
         _pending_skip: int
+
+        @property
+        def operators(self) -> list[Operator | Any]: ...
 
         def definition(self) -> dict[str, Any]: ...
 
@@ -91,15 +106,43 @@ class Checkpointing:
             raise CheckpointError("load_state_dict must be called before iterating the pipeline")
         state = ckpt.validate(state)
         undo = self._adopt_release_0_1_sizing(state)
+        undo_operators = self._adopt_recorded_operator_configs(state)
         try:
             self._load_validated(state)
         except BaseException:
+            undo_operators()
             undo()
             raise
 
+    def _adopt_recorded_operator_configs(self, state: Mapping[str, Any]) -> Callable[[], None]:
+        """Let operators that changed a default resolve it as the checkpoint recorded
+        (:class:`~zephon_core.ops.contract.AdoptsRecordedConfig`); kept only when the fingerprints
+        then match. Returns what undoes it."""
+        recorded = state["definition"].get("operators") if isinstance(state["definition"], Mapping) else None
+        if state["fingerprint"] == ckpt.fingerprint(self.definition()) or not isinstance(recorded, list):
+            return lambda: None
+        undos: list[Callable[[], None]] = []
+        for op, rec in zip(self.operators, recorded):
+            config = rec.get("config") if isinstance(rec, Mapping) else None
+            if isinstance(op, AdoptsRecordedConfig) and isinstance(config, Mapping):
+                undo_one = op.adopt_recorded_config(config)
+                if undo_one is not None:
+                    undos.append(undo_one)
+
+        def undo() -> None:
+            for u in reversed(undos):
+                u()
+
+        if undos and state["fingerprint"] != ckpt.fingerprint(self.definition()):
+            undo()
+            return lambda: None
+        return undo
+
     def _load_validated(self, state: Mapping[str, Any]) -> None:
         definition = self.definition()
-        if state["fingerprint"] != ckpt.fingerprint(definition):
+        if state["fingerprint"] != ckpt.fingerprint(definition) and not _differ_only_by_absent_labels(
+            state["definition"], definition
+        ):
             diffs = ckpt.diff_definitions(state["definition"], definition) or ["(definitions differ)"]
             raise CheckpointError("checkpoint belongs to a different pipeline: " + "; ".join(diffs[:8]))
         if state.get("mid_round") and (state.get("world_size"), state.get("rank")) != (

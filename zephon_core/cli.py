@@ -1,9 +1,9 @@
 """The ``zephon`` command line: argument wiring only; each command lives in its own module.
 
 Every subcommand comes through the ``zephon_register_commands`` hook, the kernel's own
-(``plugins``, ``show``, ``inspect``, ``index``, ``stubs``, ``demo``, from
-:mod:`zephon_core._builtins`) like a package's (``profile`` and ``manifest`` from zephon-observe),
-so ``zephon --help`` lists what the installed packages bring, and a known command whose package is
+(``plugins`` and ``demo``, from :mod:`zephon_core._builtins`) like a package's (``show``,
+``inspect`` and ``index`` from zephon-storage, ``profile`` and ``manifest`` from zephon-observe,
+``stubs`` from zephon-stubs), so ``zephon --help`` lists what the installed packages bring, and a known command whose package is
 not installed is an error saying what to install. Each invocation builds one plugin manager, builds
 the parser from it and passes it to whatever the command runs, so what ``zephon plugins`` lists is
 exactly what ``zephon show``, ``zephon demo`` and ``zephon index`` use. Help strings are plain
@@ -36,36 +36,48 @@ def plugins_command(args: argparse.Namespace, plugins: ZephonPluginManager) -> i
 
 
 def demo_command(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
-    """Run a demo registered through ``zephon_register_demos``, else the kernel's own.
+    """Run a demo registered through ``zephon_register_demos``.
 
-    The default is the ``text`` demo (from zephon-demo) when installed, else the first installed
-    one by name, else the kernel demo, which needs no plugins (``--kernel`` forces it).
+    The default is the ``text`` demo when installed, else the first installed one by name;
+    ``--kernel`` is the ``kernel`` demo, which needs no reader or operator plugin (both demos come
+    with zephon-demo; ``--lanes`` is the kernel demo's). Without any demo installed, the error says
+    what to install.
     """
+    from zephon_core.plugins import KNOWN_PROVIDERS, install_hint
+
     registry = plugins.registry
     demos = registry.names("demo")
     if args.list:
-        regs = [registry.get("demo", n) for n in demos]
-        rows = [(r.name, f"{r.package} {r.version}", r.description) for r in regs]
-        rows.append(("kernel", "zephon-core (--kernel)", "the kernel-only demo: no plugins needed"))
+        rows = [(r.name, f"{r.package} {r.version}", r.description) for r in (registry.get("demo", n) for n in demos)]
+        if not rows:
+            print(f"no demo is installed; {install_hint(DEMO_PACKAGE)}")
+            return 0
         w0, w1 = (max(len(r[i]) for r in rows) for i in (0, 1))
         for name, source, description in rows:
             print(f"{name.ljust(w0)}  {source.ljust(w1)}  {description}")
         return 0
-    if args.demo and args.name and args.demo != args.name:
-        print(f"zephon: error: two demos named: {args.demo!r} and --name {args.name!r}", file=sys.stderr)
+    named = [n for n in (args.demo, args.name, KERNEL_DEMO if args.kernel else None) if n]
+    if len(set(named)) > 1:
+        first, second = sorted(set(named))[:2]
+        print(f"zephon: error: two demos named: {first!r} and {second!r}", file=sys.stderr)
         return 2
-    if not args.kernel and (demos or args.name or args.demo):
-        name = args.name or args.demo or ("text" if "text" in demos else demos[0])
-        if name not in demos:
-            print(f"zephon: error: no demo {name!r}; installed: {', '.join(demos) or 'none'}", file=sys.stderr)
-            return 2
-        main = registry.get("demo", name).load()
-        return int(main(["--quick"] if args.quick else [], plugins=plugins))
-    from zephon_core import demo
+    name = named[0] if named else ("text" if "text" in demos or not demos else demos[0])
+    if name not in demos:
+        if ("demo", name) in KNOWN_PROVIDERS:
+            registry.get("demo", name)  # raises PluginError naming the package to install
+        print(f"zephon: error: no demo {name!r}; installed: {', '.join(demos) or 'none'}", file=sys.stderr)
+        return 2
+    argv = ["--quick"] if args.quick else []
+    if name == KERNEL_DEMO:
+        argv += ["--lanes", str(args.lanes)]
+    main = registry.get("demo", name).load()
+    return int(main(argv, plugins=plugins))
 
-    if not args.kernel:
-        print("(install zephon-demo for the full text pipeline: tokenize, pack, token-aware mixing)")
-    return 0 if demo.run(lanes=args.lanes, quick=args.quick, plugins=plugins) else 1
+
+DEMO_PACKAGE = "zephon-demo"
+"""The distribution with the ``text`` and ``kernel`` demos."""
+KERNEL_DEMO = "kernel"
+"""The demo ``zephon demo --kernel`` runs."""
 
 
 DESCRIPTION = "Deterministic online data loading: look at datasets, index them, run demos and profiles."

@@ -1,25 +1,16 @@
-"""``zephon --version`` and ``zephon stubs``: what is installed, and an editor stub that knows it.
+"""``zephon --version``: the kernel's version and every installed plugin's.
 
 A bug report needs the kernel's version and every plugin's, because plugins version separately;
-``--version`` prints all of them. ``zephon stubs`` wraps :mod:`zephon_core.stubs` so that a user
-gets completion for plugin operators without knowing that module exists.
+``--version`` prints all of them.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from importlib import metadata
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-from zephon_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from zephon_core.plugins import ZephonPluginManager
-
-DEFAULT_STUB_FOLDER = "typings"
-"""Where ``zephon stubs`` writes by default: pyright's and VS Code's default stub path."""
 
 
 def kernel_version() -> str:
@@ -59,27 +50,4 @@ def version(plugins: ZephonPluginManager) -> int:
     for name, ver, provided in plugin_distributions(plugins):
         what = ", ".join(provided) if provided else "registers nothing"
         print(f"  {name} {ver}: {what}")
-    return 0
-
-
-def stubs(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
-    """Write the Pipeline stub package under ``-o`` (default ``./typings``), or print it with ``-o -``."""
-    from zephon_core.stubs import pipeline_stub, write_stubs
-
-    operators = [
-        n for n in plugins.registry.names("operator") if plugins.registry.get("operator", n).package != "zephon-core"
-    ]
-    if args.output == "-":
-        sys.stdout.write(pipeline_stub(plugins))
-        return 0
-    folder = Path(args.output)
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{folder} is a file; -o takes the folder to write the stub package into")
-    try:
-        path = write_stubs(folder, plugins)
-    except OSError as exc:
-        raise ConfigError(f"cannot write stubs under {folder}: {exc}") from exc
-    names = ", ".join(operators) if operators else "none installed"
-    print(f"wrote {path} (plugin operators: {names})")
-    print(f"point your editor's stub path at {folder} (pyright and VS Code look in ./typings by default)")
     return 0

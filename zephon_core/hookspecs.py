@@ -25,7 +25,7 @@ A plugin module looks like::
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import pluggy
 
@@ -57,6 +57,20 @@ plugin written for the previous one may break; ``zephon-core`` then moves to a n
 range (``0.1`` to ``0.2`` before 1.0), which plugins pin in their dependencies
 (``zephon-core>=0.1,<0.2``), so pip rarely lets it come to this error.
 """
+
+
+@runtime_checkable
+class DeclaresContract(Protocol):
+    """A plugin capability: it says which :data:`PLUGIN_CONTRACT` it was built for.
+
+    When the kernel uses it: registering a plugin (an entry point's module, or an object given in
+    code) that has ``ZEPHON_CONTRACT`` checks the declaration against :data:`PLUGIN_CONTRACT` and
+    refuses a malformed one, another major or a newer minor; ``ZEPHON_CONTRACT = None`` or no
+    attribute at all declares nothing.
+    """
+
+    ZEPHON_CONTRACT: tuple[int, int] | None
+
 
 Kind = Literal["reader", "operator", "runner", "demo", "validator", "observer"]
 """What a ``zephon_register_*`` hook registers (``zephon plugins --kind``); commands are not registry entries."""

@@ -6,11 +6,14 @@ available as a builder method by its name, so installing ``zephon-tokenize`` add
 Fetch (first) and batch (last) are the kernel's own stages, configured with ``.fetch()`` and
 ``.batch()``; everything in between is an :class:`~zephon_core.ops.contract.Operator`.
 
-This module holds the builder methods and the engine start; the rest of ``Pipeline`` is written one
-idea per module and assembled into this one class (:data:`PARTS`): :mod:`zephon_core.options` (the
-run options), :mod:`zephon_core.binding` (calibration, the source bound to lanes and window),
-:mod:`zephon_core.answers` (explain, metrics, diagnose, stats), :mod:`zephon_core.steering`
-(update_mixture, skip_global_steps) and :mod:`zephon_core.checkpointing` (state_dict, load_state_dict).
+This module holds the builder methods; the rest of ``Pipeline`` is written one idea per module and
+assembled into this one class (:data:`PARTS`): :mod:`zephon_core.options` (the run options),
+:mod:`zephon_core.definition` (definition, label),
+:mod:`zephon_core.binding` (calibration, the source bound to lanes and window),
+:mod:`zephon_core.starting` (the engine start and its observers), :mod:`zephon_core.step_validation`
+(``options(validate=...)``), :mod:`zephon_core.answers` (explain, metrics, diagnose, stats),
+:mod:`zephon_core.steering` (update_mixture, skip_global_steps) and :mod:`zephon_core.checkpointing`
+(state_dict, load_state_dict).
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ import collections
 import dataclasses
 import os
 import threading
-import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -36,26 +37,24 @@ from zephon_core.builder_methods import (
 )
 from zephon_core.checkpoint.replay import LaneStart
 from zephon_core.checkpointing import Checkpointing
+from zephon_core.definition import Definition
 from zephon_core.errors import ConfigError, PluginError, ZephonError
 from zephon_core.hookspecs import Observer
-from zephon_core.ops.contract import Operator, Payload, Records
+from zephon_core.ops.contract import Operator, Payload
 from zephon_core.ops.mapping import check_seed, rng_base, takes_rng
 from zephon_core.options import VALIDATION_MODES, Options, check_validation_mode
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
 from zephon_core.runtime.batch import BatchSpec, Collate
-from zephon_core.runtime.engine import Engine, StagePlan
-from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
-from zephon_core.runtime.fusion import fuse
-from zephon_core.runtime.lifecycle import PipelineIterator, started, stopped, weakly
-from zephon_core.runtime.metrics import timed
-from zephon_core.runtime.observers import RecordedIterator, start_observer
-from zephon_core.runtime.reporter import MetricsReporter, start_reporter
-from zephon_core.runtime.runners import Executor, Runner, runner_crosses_processes
+from zephon_core.runtime.engine import Engine
+from zephon_core.runtime.fetch import FetchStage
+from zephon_core.runtime.lifecycle import PipelineIterator, started, stopped
+from zephon_core.runtime.reporter import MetricsReporter
 from zephon_core.runtime.types import SampleBatch
+from zephon_core.starting import Starting
 from zephon_core.steering import Steering
+from zephon_core.step_validation import StepValidation
 from zephon_core.work.chunking import DEFAULT_FLUSH_EVERY
-from zephon_core.work.contract import WorkSource, check_work_source, source_info
-from zephon_core.work.lanes import LaneLayout
+from zephon_core.work.contract import WorkSource, check_work_source
 from zephon_core.work.prefetch import stop_prefetch
 
 __all__ = ["VALIDATION_MODES", "Options", "Pipeline", "Step", "check_validation_mode"]
@@ -64,19 +63,15 @@ __all__ = ["VALIDATION_MODES", "Options", "Pipeline", "Step", "check_validation_
 _T = TypeVar("_T")
 
 
-def _dropped(plan: StagePlan) -> Executor | None:
-    raise ZephonError("the pipeline was dropped while it started")
-
-
 Step = FetchStage | Operator | BatchSpec
 
-PARTS: tuple[type, ...] = (Binding, Answers, Steering, Checkpointing)
+PARTS: tuple[type, ...] = (Definition, Binding, Starting, StepValidation, Answers, Steering, Checkpointing)
 """The classes ``Pipeline``'s methods are written in besides this module, one idea each; they become
 ``Pipeline``'s own methods (:func:`_assembled`), so that ``help(Pipeline)`` shows one class."""
 
 if TYPE_CHECKING:  # the type checker sees the parts as bases, which is what they amount to
 
-    class _Parts(Binding, Answers, Steering, Checkpointing): ...
+    class _Parts(Definition, Binding, Starting, StepValidation, Answers, Steering, Checkpointing): ...
 
 else:
     _Parts = object
@@ -129,6 +124,7 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         self._reporter: MetricsReporter | None = None
         self._manifest: Observer | None = None
         self._delivered: Iterator[SampleBatch] | None = None
+        self._labels: dict[str, Any] = {}  # identity labels (see label())
 
     @classmethod
     def from_recipe(
@@ -364,111 +360,6 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         """Tokens per sample per dataset, frozen at calibration (or restored from a checkpoint)."""
         return dict(self._token_estimates) if self._token_estimates is not None else None
 
-    def definition(self) -> dict[str, Any]:
-        """Everything that determines the data, as JSON (hashed into the checkpoint fingerprint)."""
-        return {
-            "source": self.source.describe(),
-            "operators": [step.describe() for step in self.operators],
-            "lanes": self._opts.lanes,
-            **self._describe_window(),
-            **({"lane_assignment": d} if (d := self._opts.layout().describe()) is not None else {}),
-        }
-
-    def _validate(self) -> BatchSpec:
-        self._opts.check()
-        if self._batch is None:
-            raise ConfigError("the pipeline must end with .batch(microbatch_size=...)")
-        for step in self.operators:
-            self.plugins.registry.get("runner", step.runner or self._opts.runner)
-        return self._batch
-
-    # -- running --------------------------------------------------------------------------------
-    def _executor(self, plan: StagePlan) -> Executor | None:
-        if not plan.spec.traits.has_worker:
-            return None
-        fn = plan.spec.worker()
-        if fn is None:
-            raise PluginError(f"operator {plan.spec.name!r} declares a worker but worker() returned None")
-        runner: Runner = self.plugins.registry.get("runner", plan.runner).load()()
-        return runner.start(timed(fn), plan.parallelism, plan.spec.name)
-
-    def _crosses_processes(self, runner: str) -> bool:
-        """Whether this pipeline's runner ``runner`` runs its workers in other processes (fusion, collation, diagnose)."""
-        return runner_crosses_processes(runner, self.plugins)
-
-    def _start(self) -> Engine:
-        batch = self._validate()
-        layout = self._opts.layout()
-        source = self._active_source()
-        info = source_info(source)
-        for op in self._ops:
-            op.setup(info)
-        self._fetch.bind([d.name for d in source.datasets], [d.reader for d in source.datasets])
-        if self._opts.validate != "off":
-            self._validate_steps(source)
-        runner, default_timeout = self._opts.runner, self._opts.timeout_s
-        fetch_timeout = self._fetch.timeout_s or default_timeout or FETCH_TIMEOUT_S
-        plans = [StagePlan(self._fetch, self._fetch.runner or runner, self._fetch.parallelism, fetch_timeout)]
-        plans += [StagePlan(op, op.runner or runner, op.parallelism, op.timeout_s or default_timeout) for op in self._ops]
-        if self._opts.fuse:
-            plans = fuse(plans, StagePlan, self._crosses_processes)
-        batch_runner = batch.runner or batch.default_runner(runner, self._crosses_processes)
-        batch_plan = StagePlan(batch, batch_runner, batch.parallelism, batch.timeout_s or default_timeout)
-        view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
-        starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
-        self._engine = Engine(
-            self._feed_source(source, layout),
-            self._fetch,
-            plans,
-            batch,
-            batch_plan,
-            layout,
-            self._window_chunks,
-            starts,
-            weakly(self._executor, _dropped),
-            weakly(self.describe_samples, lambda lineage: "(unknown: the pipeline was dropped)"),
-            view,
-            queue_depth=self._opts.queue_depth,
-            max_inflight_bytes=self._opts.max_inflight_bytes,
-            autotune_budget=(self._opts.cpu_budget or len(plans) + 1 + (os.cpu_count() or 1)) if self._opts.autotune else None,
-        )
-        if self._opts.trace:
-            self._engine.record_trace()
-        self._start_observers(self._engine, source, layout)
-        return self._engine
-
-    def _start_observers(self, engine: Engine, source: WorkSource, layout: LaneLayout) -> None:
-        """The metrics reporter (when a callback or a ``zephon_metrics`` hook listens) and the manifest writer.
-
-        The manifest writer is the observer a plugin registers for the ``manifest`` option (zephon-observe,
-        through ``zephon_register_observers``), looked up in this pipeline's own plugin manager.
-        """
-        opts = self._opts
-        self._delivered = engine
-        if opts.manifest is not None:
-            try:
-                self._manifest = start_observer(
-                    self.plugins,
-                    "manifest",
-                    opts.manifest,
-                    options=opts,
-                    source=source,
-                    lanes_per_rank=layout.lanes_per_rank,
-                )
-            except BaseException:
-                engine.close()
-                raise
-            self._delivered = RecordedIterator(engine, self._manifest)
-        self._reporter = start_reporter(
-            engine.metrics,
-            engine.ctx.stop,
-            lambda: engine.finished,
-            callback=opts.metrics_callback,
-            hook=getattr(self.plugins.pm.hook, "zephon_metrics", None),
-            every_s=opts.metrics_every_s,
-            labels={"rank": opts.dp_rank, "world_size": opts.dp_world_size},
-        )
-
     def __iter__(self) -> Iterator[SampleBatch]:
         if self._closed:
             raise ZephonError("the pipeline was closed; build a new Pipeline to iterate again")
@@ -511,30 +402,3 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
             self.close()
         except Exception:
             pass
-
-    def _validate_steps(self, source: WorkSource) -> None:
-        """``options(validate=...)``: probe the user-defined steps on the first records (see :mod:`zephon_core.validation`)."""
-        from zephon_core import validation as v
-
-        t0 = time.perf_counter()
-        chunk = source.chunk(0)
-        records = v.first_records(self._fetch, chunk) if chunk is not None else Records.empty()
-
-        def user_defined(op: Operator) -> bool:
-            kind = self._registered.get(id(op))
-            return kind is None or kind in v.USER_FUNCTION_KINDS
-
-        found = v.probe_pipeline(self._ops, records, user_defined)
-        self._validation = {
-            "mode": self._opts.validate,
-            "records": len(records),
-            "seconds": round(time.perf_counter() - t0, 4),
-            "findings": [str(f) for f in found],
-        }
-        if found and self._opts.validate == "strict":
-            raise ConfigError(
-                "validate='strict': " + "; ".join(str(f) for f in found) + " (the conformance suite's rules, "
-                "probed on the first records; see zephon_core.validation)"
-            )
-        for f in found:
-            warnings.warn(str(f), v.ValidationWarning, stacklevel=3)

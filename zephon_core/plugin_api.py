@@ -35,10 +35,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "AdoptsRecordedConfig": "zephon_core.ops.contract",
     "CHUNK_BITS": "zephon_core.work.ids",
+    "ChunkSize": "zephon_core.work.chunking",
+    "ChunkSizing": "zephon_core.work.chunking",
     "ConfigError": "zephon_core.errors",
+    "DEFAULT_WINDOW_TOKENS": "zephon_core.work.chunking",
     "Diagnosis": "zephon_core.runtime.diagnose",
     "Emitted": "zephon_core.ops.contract",
+    "Exhausted": "zephon_core.work.exhaustion",
     "FunctionOperator": "zephon_core.ops.function_operator",
     "ItemFailure": "zephon_core.ops.contract",
     "Lineage": "zephon_core.ops.contract",
@@ -51,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "Progress": "zephon_core.progress",
     "Reader": "zephon_core.work.readers",
     "RecordFn": "zephon_core.ops.function_operator",
+    "ShuffleBlockSize": "zephon_core.work.shuffle",
     "SourceInfo": "zephon_core.work.contract",
     "Ticker": "zephon_core.progress",
     "WorkerCrashedError": "zephon_core.errors",
@@ -59,15 +65,26 @@ _EXPORTS: dict[str, str] = {
     "ZephonPluginManager": "zephon_core.plugins",
     "apply_each": "zephon_core.ops.contract",
     "callable_name": "zephon_core.ops.contract",
+    "check_block_size": "zephon_core.work.shuffle",
+    "check_exhaustion": "zephon_core.work.exhaustion",
+    "check_token_estimates": "zephon_core.work.source",
     "dataset_of": "zephon_core.work.ids",
+    "split_sample_id": "zephon_core.work.ids",
     "datasets_of": "zephon_core.work.ids",
     "default_collate": "zephon_core.runtime.batch",
     "default_plugin_manager": "zephon_core.plugins",
+    "describe_block_size": "zephon_core.work.shuffle",
+    "diff_definitions": "zephon_core.checkpoint.fingerprint",
+    "describe_exhaustion": "zephon_core.work.exhaustion",
     "diagnose": "zephon_core.runtime.diagnose",
     "load_object": "zephon_core.plugins",
+    "locate_draws": "zephon_core.work.shuffle",
+    "make_order": "zephon_core.work.shuffle",
+    "mean_tokens": "zephon_core.work.chunking",
     "mix64": "zephon_core.hashing",
     "not_normalised": "zephon_core.work.mixture",
     "splitmix64": "zephon_core.hashing",
+    "stable_name": "zephon_core.ops.contract",
     "stable_hash64": "zephon_core.hashing",
     "uniforms": "zephon_core.hashing",
     "windowed": "zephon_core.runtime.metrics",
@@ -75,10 +92,15 @@ _EXPORTS: dict[str, str] = {
 """Where each name lives today: the one place to update when a kernel module moves."""
 
 __all__ = [
+    "AdoptsRecordedConfig",
     "CHUNK_BITS",
+    "ChunkSize",
+    "ChunkSizing",
     "ConfigError",
+    "DEFAULT_WINDOW_TOKENS",
     "Diagnosis",
     "Emitted",
+    "Exhausted",
     "FunctionOperator",
     "ItemFailure",
     "Lineage",
@@ -91,6 +113,7 @@ __all__ = [
     "Progress",
     "Reader",
     "RecordFn",
+    "ShuffleBlockSize",
     "SourceInfo",
     "Ticker",
     "WorkerCrashedError",
@@ -99,16 +122,27 @@ __all__ = [
     "ZephonPluginManager",
     "apply_each",
     "callable_name",
+    "check_block_size",
+    "check_exhaustion",
+    "check_token_estimates",
     "dataset_of",
     "datasets_of",
     "default_collate",
     "default_plugin_manager",
+    "describe_block_size",
+    "describe_exhaustion",
     "diagnose",
+    "diff_definitions",
     "load_object",
+    "locate_draws",
+    "make_order",
+    "mean_tokens",
     "mix64",
     "not_normalised",
+    "split_sample_id",
     "splitmix64",
     "stable_hash64",
+    "stable_name",
     "uniforms",
     "windowed",
 ]
@@ -132,10 +166,21 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from zephon_core.checkpoint.fingerprint import diff_definitions
     from zephon_core.errors import ConfigError, OperatorError, WorkerCrashedError, ZephonError
     from zephon_core.hashing import mix64, splitmix64, stable_hash64, uniforms
     from zephon_core.hookspecs import PLUGIN_CONTRACT
-    from zephon_core.ops.contract import Emitted, ItemFailure, Lineage, Payload, WorkerFn, apply_each, callable_name
+    from zephon_core.ops.contract import (
+        AdoptsRecordedConfig,
+        Emitted,
+        ItemFailure,
+        Lineage,
+        Payload,
+        WorkerFn,
+        apply_each,
+        callable_name,
+        stable_name,
+    )
     from zephon_core.ops.function_operator import FunctionOperator, RecordFn
     from zephon_core.ops.mapping import MapTransform, PassThrough
     from zephon_core.plugins import ZephonPluginManager, default_plugin_manager, load_object
@@ -143,7 +188,17 @@ if TYPE_CHECKING:
     from zephon_core.runtime.batch import default_collate
     from zephon_core.runtime.diagnose import Diagnosis, diagnose
     from zephon_core.runtime.metrics import windowed
+    from zephon_core.work.chunking import DEFAULT_WINDOW_TOKENS, ChunkSize, ChunkSizing, mean_tokens
     from zephon_core.work.contract import SourceInfo
-    from zephon_core.work.ids import CHUNK_BITS, OFFSET_BITS, dataset_of, datasets_of
+    from zephon_core.work.exhaustion import Exhausted, check_exhaustion, describe_exhaustion
+    from zephon_core.work.ids import CHUNK_BITS, OFFSET_BITS, dataset_of, datasets_of, split_sample_id
     from zephon_core.work.mixture import not_normalised
     from zephon_core.work.readers import Reader
+    from zephon_core.work.shuffle import (
+        ShuffleBlockSize,
+        check_block_size,
+        describe_block_size,
+        locate_draws,
+        make_order,
+    )
+    from zephon_core.work.source import check_token_estimates

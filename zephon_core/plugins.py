@@ -46,18 +46,20 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("reader", "webdataset"): "zephon-webdataset",
     **{("operator", op): "zephon-vision" for op in ("decode_image", "resize", "center_crop", "random_resized_crop", "horizontal_flip", "normalize", "patchify")},
     ("demo", "text"): "zephon-demo",
+    ("demo", "kernel"): "zephon-demo",
     ("demo", "vlm"): "zephon-vlm-demo",
     ("observer", "manifest"): "zephon-observe",
     ("command", "profile"): "zephon-observe",
     ("command", "manifest"): "zephon-observe",
     **{("command", c): "zephon-recipes" for c in ("check", "run", "diff", "recipe-schema")},
     **{("command", name): "zephon-storage" for name in ("show", "inspect", "index")},
+    ("command", "stubs"): "zephon-stubs",
 }
 """First-party names, so a missing plugin's error can say which package to install (``"command"``:
 ``zephon`` subcommands, which are not registry entries but are named the same way)."""
 
 CONTRIB: frozenset[str] = frozenset(
-    {"zephon-demo", "zephon-observe", "zephon-ray", "zephon-recipes", "zephon-torch", "zephon-vlm-demo"}
+    {"zephon-demo", "zephon-observe", "zephon-ray", "zephon-recipes", "zephon-stubs", "zephon-torch", "zephon-vlm-demo"}
 )
 """First-party distributions kept under ``contrib/`` of the repository (the others are under ``plugins/``)."""
 
@@ -81,7 +83,7 @@ def check_contract(plugin: object, package: str, version: str) -> None:
         PluginError: the declaration is malformed, its major differs from the kernel's, or its
             minor is newer; the message names the distribution and both contracts.
     """
-    declared = getattr(plugin, "ZEPHON_CONTRACT", None)
+    declared = plugin.ZEPHON_CONTRACT if isinstance(plugin, hookspecs.DeclaresContract) else None
     if declared is None:
         return
     from zephon_core import __version__

@@ -35,7 +35,7 @@ from typing import Any
 from zephon_core.conformance.driver import FLUSH, Driver, Output, split
 from zephon_core.conformance.rules import rule
 from zephon_core.conformance.samples import perturb
-from zephon_core.ops.contract import Operator, Records
+from zephon_core.ops.contract import Operator, Records, ReportsState
 
 PROBE_RECORDS = 48
 """Records read for the probe: enough for groupings and flushes to matter, few enough to stay well under a second."""
@@ -193,7 +193,8 @@ def probe_operator(op: Operator, records: Records) -> list[Finding]:
     d.push(1, Records(records.payloads[:half], records.keys[:half], records.lineage[:half]))
     d.push(0, records)
     d.push(1, Records(records.payloads[half:], records.keys[half:], records.lineage[half:]))
-    state = getattr(d.acc(1), "state", None)
+    acc = d.acc(1)
+    state = acc.state if isinstance(acc, ReportsState) else None
     d.flush(0)
     d.flush(1)
     alone = _feed(op, [records, FLUSH], lane=1)  # lane 1 on its own (a lane may seed by its number)

@@ -7,7 +7,8 @@ exactly what separate ranks would compute, because a lane's output never depends
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,8 @@ class RunResult:
     hashes: list[str]
     state: dict[str, Any] | None = None
     batches: list[list[SampleBatch]] = field(default_factory=list, repr=False)
+    snapshots: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    """Merged checkpoints taken after each of the ``snapshots`` steps, by step."""
 
 
 def run_global(
@@ -40,15 +43,20 @@ def run_global(
     resume: dict[str, Any] | None = None,
     steps: int | None = None,
     keep_batches: bool = False,
+    snapshots: Sequence[int] = (),
 ) -> RunResult:
     """Run every rank of ``world_size`` ranks; optionally resume from ``resume`` and stop after ``steps``.
 
     Returns the hash of every complete global step and, when ``steps`` is given, the merged
-    ``state_dict()`` of all ranks after that many steps.
+    ``state_dict()`` of all ranks after that many steps. ``snapshots`` are steps after which a
+    checkpoint is also taken without stopping (a deep copy, as if saved to disk): one pass gives
+    what one run cut after each of those steps would, instead of a replay of the prefix per cut.
     """
     per = lanes // world_size
     per_rank: list[list[SampleBatch]] = []
     states: list[dict[str, Any]] = []
+    marks = {step * per: step for step in snapshots}
+    taken: dict[int, list[dict[str, Any]]] = {}
     for rank in range(world_size):
         opts: dict[str, Any] = {"lanes": lanes, "dp_rank": rank, "dp_world_size": world_size, "runner": runner}
         if flush_every is not None:
@@ -60,6 +68,8 @@ def run_global(
             limit = None if steps is None else steps * per
             for b in p:
                 got.append(b)
+                if len(got) in marks:
+                    taken.setdefault(marks[len(got)], []).append(copy.deepcopy(p.state_dict()))
                 if limit is not None and len(got) >= limit:
                     break
             if steps is not None:
@@ -67,4 +77,5 @@ def run_global(
         per_rank.append(got)
     n = min(len(b) // per for b in per_rank)
     hashes = [hash_global_batch([b for r in per_rank for b in r[t * per : (t + 1) * per]]) for t in range(n)]
-    return RunResult(hashes, merge_checkpoints(states) if states else None, per_rank if keep_batches else [])
+    merged = {step: merge_checkpoints(parts) for step, parts in taken.items() if len(parts) == world_size}
+    return RunResult(hashes, merge_checkpoints(states) if states else None, per_rank if keep_batches else [], merged)

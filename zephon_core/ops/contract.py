@@ -18,10 +18,11 @@ its lineage is kept as a tombstone so a checkpoint and the conformance suite can
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from zephon_core.work.contract import SourceInfo
@@ -93,6 +94,21 @@ class Accumulator(ABC):
     def state(self) -> Any:
         """The accumulator's state as plain data, for the JSON-round-trip conformance check."""
         return None
+
+
+@runtime_checkable
+class ReportsState(Protocol):
+    """An accumulator capability: it shows what it holds as plain data (every :class:`Accumulator` has it).
+
+    When the kernel uses it: ``options(validate=...)`` checks, between pushes of two interleaved
+    lanes, that :meth:`state` is JSON data (state that is not cannot be reasoned about or recorded).
+    An accumulator a stage builds without subclassing :class:`Accumulator` (only ``push`` and
+    ``flush`` are required) is not asked.
+    """
+
+    def state(self) -> Any:
+        """The accumulator's state as plain data (``None``: nothing to show)."""
+        ...
 
 
 @runtime_checkable
@@ -217,6 +233,28 @@ class Operator(ABC):
 
 
 @runtime_checkable
+class AdoptsRecordedConfig(Protocol):
+    """An operator capability: resume a checkpoint whose operator resolved a default differently.
+
+    An operator whose default changes between releases (a better rule, say) must still resume a
+    checkpoint of the earlier release with that release's batches. Its config then records the
+    new default's resolution under a key the earlier release did not write, and it declares this
+    capability: given the config a checkpoint recorded for it, it adopts the earlier resolution in
+    place *when the setting was left at its default* and the recorded config implies the earlier
+    behaviour, and returns what undoes that; otherwise (set explicitly, nothing to adopt) None.
+
+    When the kernel uses it: ``load_state_dict``, when the checkpoint's fingerprint differs from
+    the pipeline's, asks each such operator with the config recorded at its position, and keeps the
+    adoption only when the fingerprints then match (a pipeline that differs in anything else is
+    refused as before, with its differences named).
+    """
+
+    def adopt_recorded_config(self, config: Mapping[str, Any]) -> Callable[[], None] | None:
+        """Adopt what ``config`` (a checkpoint's record of this operator) resolved; return the undo."""
+        ...
+
+
+@runtime_checkable
 class LocatedFailure(Protocol):
     """A worker failure that says which slot of its work item failed (``index``, or None).
 
@@ -303,8 +341,51 @@ def check_timeout(value: Any, what: str) -> float | None:
     return float(value)
 
 
+STABLE_NAMES: dict[str, str] = {}
+"""Functions that moved: today's ``module:qualname`` -> the name fingerprints have always used.
+
+A pipeline's fingerprint hashes the ``module:qualname`` of every function in it, and a checkpoint
+loads only into a pipeline of the same fingerprint; so a function that moves to another module
+would make every checkpoint taken with it unloadable. Its package declares the former name with
+:func:`stable_name`, which records it here, and :func:`callable_name` writes that name instead.
+"""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_QUALIFIED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def stable_name(former: str) -> Callable[[_F], _F]:
+    """Decorate a function that moved so fingerprints keep naming it ``former`` (``"module:qualname"``).
+
+    The declaration sits on the function itself, so it holds wherever the function is used: a
+    pipeline that uses it has imported its module, and with it the declaration. Keep the former
+    module importable too (a forwarder), since scripts and checkpoints name it.
+
+    Raises:
+        ConfigError: ``former`` is not ``module:qualname``, or another function already claims it.
+    """
+    from zephon_core.errors import ConfigError
+
+    if not isinstance(former, str) or not _QUALIFIED.fullmatch(former):
+        raise ConfigError(f"stable_name({former!r}): the former name must be 'module:qualname'")
+
+    def declare(fn: _F) -> _F:
+        current = f"{fn.__module__}:{fn.__qualname__}"
+        if STABLE_NAMES.get(current, former) != former:
+            raise ConfigError(f"stable_name({former!r}) on {current}: it is already named {STABLE_NAMES[current]!r}")
+        for now, name in STABLE_NAMES.items():
+            if name == former and now != current:
+                raise ConfigError(f"stable_name({former!r}) on {current}: {now} already has that name")
+        STABLE_NAMES[current] = former
+        return fn
+
+    return declare
+
+
 def callable_name(fn: Any) -> str:
-    """A stable, JSON-able name for a user function, for fingerprints."""
+    """A stable, JSON-able name for a user function, for fingerprints: its ``module:qualname``, or
+    the former name its package declared with :func:`stable_name` when it moved."""
     mod = getattr(fn, "__module__", None) or type(fn).__module__
     qual = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return f"{mod}:{qual}"
+    name = f"{mod}:{qual}"
+    return STABLE_NAMES.get(name, name)

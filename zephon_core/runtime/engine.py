@@ -94,6 +94,9 @@ class Engine:
         self.ctx = Context()
         self.executors: list[Executor] = []
         self.stages: list[Stage] = []
+        # set once every stage exists; close() may run before that (a stage that fails to start)
+        self.tuner: AutoTuner | None = None
+        self.feeder_thread: threading.Thread | None = None
         n_queues = len(plans) + 2
         share = None if max_inflight_bytes is None else max(1, max_inflight_bytes // n_queues)
         queues: list[queue.Queue[Message]] = [ByteQueue(queue_depth, share) for _ in range(n_queues)]
@@ -183,8 +186,8 @@ class Engine:
                     "parallelism": m.parallelism,
                     "has_worker": st.executor is not None,
                     **m.counters(),
-                    "bytes_in": getattr(st.inbound, "total_bytes", 0),
-                    "bytes_out": getattr(st.outbound, "total_bytes", 0),
+                    "bytes_in": st.inbound.total_bytes if isinstance(st.inbound, ByteQueue) else 0,
+                    "bytes_out": st.outbound.total_bytes if isinstance(st.outbound, ByteQueue) else 0,
                     "queue_fill": st.inbound.qsize() / max(1, st.inbound.maxsize),
                     "window_fill": st.pending.qsize() / max(1, st.pending.maxsize),
                     "in_flight": st.pending.qsize(),
@@ -193,7 +196,7 @@ class Engine:
             )
             if isinstance(st.executor, ReportsMetrics):
                 stages[-1]["executor"] = st.executor.metrics()
-        tuner = getattr(self, "tuner", None)
+        tuner = self.tuner
         return {
             "elapsed_s": time.monotonic() - self.started_at,
             "autotune": tuner.report() if tuner is not None else None,
@@ -222,12 +225,12 @@ class Engine:
         user function (a hung task): it is a daemon thread and is abandoned after the grace period.
         """
         self.ctx.stop.set()
-        tuner: AutoTuner | None = getattr(self, "tuner", None)
+        tuner = self.tuner
         if tuner is not None:
             tuner.stop()
         deadline = time.monotonic() + grace_s
         threads = [t for st in self.stages for t in st.threads]
-        thread = getattr(self, "feeder_thread", None)
+        thread = self.feeder_thread
         if thread is not None:
             threads.append(thread)
         for t in threads:

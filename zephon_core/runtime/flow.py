@@ -15,6 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from zephon_core.ops.contract import Records
+from zephon_core.runtime.messages import Message
+from zephon_core.runtime.types import SampleBatch
+
 SAMPLED = 8
 """Records measured per message; the rest are assumed alike (measuring all would cost per record)."""
 
@@ -42,12 +46,10 @@ def payloads_nbytes(payloads: list[Any]) -> int:
 
 def message_nbytes(body: Any) -> int:
     """Estimated bytes of a message body: records, a microbatch, or anything else (counted as small)."""
-    payloads = getattr(body, "payloads", None)
-    if isinstance(payloads, list):
-        return payloads_nbytes(payloads)
-    data = getattr(body, "data", None)
-    if isinstance(data, dict):
-        return sum(value_nbytes(v) for v in data.values())
+    if isinstance(body, Records) and isinstance(body.payloads, list):
+        return payloads_nbytes(body.payloads)
+    if isinstance(body, SampleBatch) and isinstance(body.data, dict):
+        return sum(value_nbytes(v) for v in body.data.values())
     return 64
 
 
@@ -69,10 +71,10 @@ class ByteQueue(queue.Queue[Any]):
         return n
 
     def _put(self, item: Any) -> None:
-        body = getattr(item, "body", None)
+        body = item.body if isinstance(item, Message) else None
         size = message_nbytes(body)
         self.total_bytes += size
-        records = len(getattr(body, "payloads", None) or ())
+        records = len(body.payloads) if isinstance(body, Records) else 0
         if records:  # a running mean, read by the fetch stage to size its read groups
             self.bytes_per_record = (
                 0.8 * self.bytes_per_record + 0.2 * size / records if self.bytes_per_record else size / records

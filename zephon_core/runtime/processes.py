@@ -1,5 +1,9 @@
 """The processes runner: a pool of worker processes per operator.
 
+This module is the pool (its I/O thread, dispatch, failures and resizing); the fork server and what
+it preloads are in :mod:`zephon_core.runtime.forkserver`, a worker's main loop in
+:mod:`zephon_core.runtime.process_worker`, and the messages between them in :mod:`zephon_core.runtime.shm`.
+
 Starting. Workers come from the ``forkserver`` start method where the platform has it (``spawn``
 elsewhere): a fork server is one clean, single-threaded interpreter started once per training process,
 which imports the script, numpy and the kernel once (plus the first pool's function modules) and then
@@ -34,31 +38,28 @@ function outlives the job.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
-import importlib
 import itertools
-import multiprocessing as mp
 import os
-import select
-import signal
 import socket
-import sys
 import threading
 import time
-import traceback
 import warnings
 from concurrent.futures import Future
 from multiprocessing.connection import wait
 from typing import Any, cast
 
 from zephon_core.errors import ConfigError, WorkerCrashedError
-from zephon_core.ops.contract import ItemFailure, WorkerFn, fused_step_of
+from zephon_core.ops.contract import WorkerFn
+from zephon_core.runtime.forkserver import _PRELOAD as _PRELOAD
+from zephon_core.runtime.forkserver import _bootstrap_hint as _bootstrap_hint
+from zephon_core.runtime.forkserver import _context as _context
+from zephon_core.runtime.forkserver import _modules_of as _modules_of
 from zephon_core.runtime.fusion import FusedWorker
+from zephon_core.runtime.process_worker import _READY as _READY
+from zephon_core.runtime.process_worker import RemoteError as RemoteError
+from zephon_core.runtime.process_worker import _worker_main as _worker_main
 from zephon_core.runtime.shm import Broadcast, Channel, Encoded, FrameTooLarge, encode
-
-_READY = -1
-"""Task id of the message a worker sends once it has loaded its function (ok) or failed to (error)."""
 
 _QUEUED_FRAME_MAX = 64 * 1024
 """A task is sent to a worker still running its previous one (so it never waits for a round trip)
@@ -66,164 +67,6 @@ only if its frame is at most this long: it must fit the socket's buffer (about 2
 
 MAX_REPLACEMENTS = 3
 """Idle deaths replaced per worker slot before the pool gives up and fails (a crash loop is a bug)."""
-
-_PRELOAD = ("numpy", "zephon_core.pipeline")
-"""Imported by the fork server before it forks any worker: the kernel's modules and numpy."""
-
-_preload_lock = threading.Lock()
-_preload_done = False
-
-
-def _context(fn_modules: list[str]) -> Any:
-    """The multiprocessing context for workers: forkserver (preloading the first pool's modules), else spawn."""
-    global _preload_done
-    if "forkserver" not in mp.get_all_start_methods():
-        return mp.get_context("spawn")
-    ctx = mp.get_context("forkserver")
-    with _preload_lock:
-        if not _preload_done:  # only takes effect if the server is not running yet
-            from multiprocessing import forkserver
-
-            current = list(getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", ["__main__"]))
-            ctx.set_forkserver_preload(list(dict.fromkeys([*current, *_PRELOAD, *fn_modules])))
-            _preload_done = True
-    return ctx
-
-
-def _modules_of(fn: Any, depth: int = 2) -> list[str]:
-    """Modules that unpickling ``fn`` will import, from a shallow walk of the object (its type, its
-    fields, a partial's function): imported as a worker starts so its first task does not pay."""
-    found: dict[str, None] = {}
-    stack: list[tuple[Any, int]] = [(fn, 0)]
-    while stack:
-        obj, d = stack.pop()
-        names = [type(obj).__module__]
-        if callable(obj):
-            names.append(getattr(obj, "__module__", None) or "")
-        for m in names:
-            if m and m not in ("builtins", "__main__", "__mp_main__"):
-                found[m] = None
-        if d >= depth:
-            continue
-        children: list[Any] = []
-        if isinstance(obj, (tuple, list)):
-            children = list(obj[:16])
-        elif isinstance(obj, functools.partial):
-            children = [obj.func, *obj.args[:16]]
-        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            children = [getattr(obj, f.name) for f in dataclasses.fields(obj)][:16]
-        elif hasattr(obj, "__dict__") and not isinstance(obj, type) and not callable(obj):
-            children = list(vars(obj).values())[:16]
-        stack.extend((c, d + 1) for c in children)
-    return list(found)
-
-
-def _bootstrap_hint() -> str:
-    """Why a worker may exit before it is ready, naming the script when it lacks a ``__main__`` guard."""
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    base = "it exited while starting, before it could load its worker function"
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                guarded = "__main__" in f.read()
-        except OSError:
-            guarded = True
-        if not guarded:
-            return (
-                f"{base}. Your script {path} has no `if __name__ == \"__main__\":` guard: every worker process "
-                "imports the script again and re-runs its top level. Put the code that builds and runs the "
-                "pipeline under that guard (or use runner='threads')"
-            )
-    return f"{base} (see the worker's stderr above; a script must guard its top level with `if __name__ == \"__main__\":`)"
-
-
-class RemoteError(Exception):
-    """An exception raised inside a worker process, carried back as text (with the failed item's
-    position and, in a fused task, the step that failed: see :mod:`zephon_core.runtime.fusion`)."""
-
-    def __init__(
-        self, type_name: str, message: str, tb: str, index: int | None = None, fused_step: int | None = None
-    ) -> None:
-        super().__init__(message if index is not None else f"{type_name}: {message}")
-        self.type_name = type_name
-        self.message = message
-        self.remote_traceback = tb
-        self.index = index
-        self.fused_step = fused_step
-
-
-def _exit_with_parent(sock: socket.socket) -> None:
-    """Exit when the runner's end of the socket goes away (its process died, even by SIGKILL).
-
-    A worker blocked in ``recv`` sees end-of-file anyway; this thread is for one busy in, or stuck
-    inside, a user function, which would otherwise outlive the job holding its memory.
-    """
-    events = select.POLLHUP | getattr(select, "POLLRDHUP", 0)
-
-    def watch() -> None:
-        poller = select.poll()
-        poller.register(sock.fileno(), events)
-        while True:
-            for _, ev in poller.poll():
-                if ev & select.POLLNVAL:  # the worker closed its own socket: it is exiting anyway
-                    return
-                if ev & (events | select.POLLERR):
-                    os._exit(1)
-
-    if hasattr(select, "poll"):
-        threading.Thread(target=watch, name="zephon-parent-watch", daemon=True).start()
-
-
-def _failure(tid: int, exc: BaseException) -> tuple[int, bool, tuple[str, str, str, int | None, int | None]]:
-    index = exc.index if isinstance(exc, ItemFailure) else None
-    return (tid, False, (type(exc).__name__, str(exc), traceback.format_exc(), index, fused_step_of(exc)))
-
-
-def _worker_main(sock: socket.socket, preload: tuple[str, ...], env: dict[str, str] | None) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    _exit_with_parent(sock)
-    if env is not None and env != os.environ:  # forked from the server: take the parent's current environment
-        os.environ.clear()
-        os.environ.update(env)
-    for name in preload:
-        try:
-            importlib.import_module(name)
-        except Exception:  # unpickling the function reports a real problem with a clear message
-            pass
-    np_random = sys.modules.get("numpy.random")
-    if np_random is not None:  # forked workers would otherwise share the server's global numpy seed
-        np_random.seed()
-    ch = Channel(sock)
-    try:
-        fn = ch.recv()
-    except (EOFError, OSError):
-        return
-    except BaseException as exc:
-        ch.send(_failure(_READY, exc))
-        raise SystemExit(1) from None
-    ch.send((_READY, True, None))
-    while True:
-        try:
-            msg = ch.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        tid, task = msg
-        del msg
-        try:
-            out = (tid, True, fn(task))
-        except BaseException as exc:  # report, keep serving
-            out = _failure(tid, exc)
-        del task  # the task's views go with the result: its segment is free for the next task
-        try:
-            ch.send(out)
-        except ConnectionError:  # the parent is gone
-            return
-        except Exception as exc:  # nothing was written: an unpicklable result, or no memory for it
-            ch.send((tid, False, (type(exc).__name__, f"cannot send result: {exc}", "", None, None)))
-        del out
 
 
 class _ProcessExecutor:

@@ -25,33 +25,32 @@ plain path: one ``sendmsg`` with the frame, the pickle stream and the buffers.
 
 Without ``memfd`` (not Linux) every message takes the plain path (and without ``sendmsg``, on Windows,
 one ``sendall`` per part).
+
+This module is the channel (frames, the ring of segments, leases); the segments themselves are made and
+mapped in :mod:`zephon_core.runtime.shm_segments`, and messages are pickled in
+:mod:`zephon_core.runtime.shm_encoding`.
 """
 
 from __future__ import annotations
 
 import array
-import copyreg
-import ctypes
-import functools
-import io
-import mmap
 import os
 import pickle
 import socket
 import struct
-import sys
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from typing_extensions import Buffer
-
-SEGMENT_THRESHOLD = 64 * 1024
-"""Out-of-band bytes per message from which they travel in a shared segment instead of the socket."""
+from zephon_core.runtime import shm_segments
+from zephon_core.runtime.shm_encoding import SEGMENT_THRESHOLD as SEGMENT_THRESHOLD
+from zephon_core.runtime.shm_encoding import Encoded as Encoded
+from zephon_core.runtime.shm_encoding import copy_into, layout
+from zephon_core.runtime.shm_encoding import encode as encode
+from zephon_core.runtime.shm_segments import SEGMENTS_AVAILABLE as SEGMENTS_AVAILABLE
 
 MAX_SLOTS = 16
 """Reusable segments per direction of one worker connection (each holds one message at a time)."""
@@ -60,13 +59,9 @@ RING_BYTES = 256 << 20
 """Memory a ring may keep faulted in per direction of one worker connection; past it, messages get
 one-off segments (freed with their last view), so a few huge messages do not pin 16 times their size."""
 
-SEGMENTS_AVAILABLE = sys.platform.startswith("linux") and hasattr(os, "memfd_create")
 _HAVE_SENDMSG = hasattr(socket.socket, "sendmsg")
 
-_ALIGN = 64  # offsets of buffers in a segment or frame body: cache-line aligned, enough for any dtype
 _PICKLE_IN_SEGMENT = 16 * 1024  # a segment message also carries its pickle stream when it is this long
-_STRIDED_MIN = 4 * 1024  # non-contiguous arrays from this size go out of band (copied once, straight in)
-_MIN_CAPACITY = 64 << 20  # virtual: a slot's pages are allocated when first written, so sizes rarely regrow
 _IOV_MAX = 512
 
 # kind, flags, slot, buffers, pickle length, body length, segment size, pickle offset in the segment
@@ -77,208 +72,10 @@ _FLAG_CTL_FD = 1  # the control page's descriptor rides with this frame
 _FLAG_SEG_FD = 2  # the segment's descriptor rides with this frame (first use of a slot, or one-off)
 _FLAG_PRIVATE = 4  # map copy-on-write: the segment is shared by several receivers (a broadcast)
 _ONE_OFF = -1
-_PAGE = mmap.PAGESIZE
-
-
-class _Libc:
-    """``mmap``/``munmap`` through ctypes: Python's :class:`mmap.mmap` duplicates the descriptor and
-    keeps it open as long as the mapping lives (one descriptor per segment, for hours), while the
-    design is to close every descriptor right after mapping it."""
-
-    def __init__(self) -> None:
-        lib = ctypes.CDLL(None, use_errno=True)
-        self.mmap = lib.mmap
-        self.mmap.restype = ctypes.c_void_p
-        self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-        self.munmap = lib.munmap
-        self.munmap.restype = ctypes.c_int
-        self.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-
-
-_libc = _Libc() if SEGMENTS_AVAILABLE else None
-
-
-class _Mapping:
-    """A mapping of a segment that numpy can view (``np.asarray(mapping)``); unmapped when the last
-    array over it is collected. Each ``np.asarray`` gives a new array whose base is this object, so
-    views derived from it keep *that* array alive: this is how a lease follows its views."""
-
-    __slots__ = ("__array_interface__", "__weakref__", "_addr", "_size")
-
-    def __init__(self, fd: int, size: int, private: bool = False) -> None:
-        assert _libc is not None
-        flags = mmap.MAP_PRIVATE if private else mmap.MAP_SHARED
-        addr = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, flags, fd, 0)
-        if addr is None or addr == ctypes.c_void_p(-1).value:
-            err = ctypes.get_errno()
-            raise OSError(err, f"mmap of a {size}-byte segment failed: {os.strerror(err)}")
-        self._addr: int = addr
-        self._size = size
-        self.__array_interface__ = {"data": (addr, False), "shape": (size,), "typestr": "|u1", "version": 3}
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __del__(self) -> None:
-        if _libc is not None:
-            _libc.munmap(self._addr, self._size)
-
-
-def _rebuild_array(
-    buf: Any, dtype: np.dtype[Any], shape: tuple[int, ...], order: Literal["C", "F"] = "C"
-) -> np.ndarray:
-    """Unpickles an array from its buffer (a view into the message's segment or frame): no copy."""
-    if type(buf) is np.ndarray:  # a uint8 slice of the lease (the receiver's own buffers): cheapest view
-        return buf.view(dtype).reshape(shape, order=order)
-    return np.frombuffer(buf, dtype=dtype).reshape(shape, order=order)
-
-
-def _reduce_array(strided: dict[int, np.ndarray], keep: list[pickle.PickleBuffer], arr: np.ndarray) -> Any:
-    """Reduce an array to its buffer, out of band; numpy's own reduction for object arrays.
-
-    Unlike numpy's protocol-5 reduction this also sends a non-contiguous array (``img[:, ::-1]``,
-    which numpy pickles in band) out of band: it becomes a placeholder buffer, and the sender copies
-    the array straight into the segment with ``np.copyto``, with no intermediate contiguous copy.
-    It is also leaner per array, which counts with a few hundred arrays per message.
-    """
-    dtype = arr.dtype
-    if dtype.hasobject:
-        return arr.__reduce_ex__(5)
-    flags = arr.flags
-    if flags.c_contiguous or flags.f_contiguous:
-        try:
-            # an ndarray is a buffer; numpy's stubs declare __buffer__ only for Python >= 3.12
-            buf = pickle.PickleBuffer(cast("Buffer", arr))
-        except (TypeError, ValueError, BufferError):  # no buffer protocol (datetime64): copy it like a strided one
-            pass
-        else:
-            return _rebuild_array, (buf, dtype, arr.shape, "C" if flags.c_contiguous else "F")
-    elif arr.nbytes < _STRIDED_MIN:
-        return arr.__reduce_ex__(5)
-    placeholder = pickle.PickleBuffer(bytearray())
-    keep.append(placeholder)  # alive until dumped, so ids stay unique
-    strided[id(placeholder)] = arr  # copied into the segment in C order
-    return _rebuild_array, (placeholder, dtype, arr.shape)
 
 
 class FrameTooLarge(Exception):
     """A message cannot be queued behind a running task: its frame would not fit the socket's buffer."""
-
-
-@dataclass(slots=True)
-class Encoded:
-    """A pickled message before it is written: the stream and its out-of-band buffer sources."""
-
-    stream: bytes
-    sources: list[Any]  # PickleBuffer (contiguous) or np.ndarray (strided)
-    sizes: list[int] = field(default_factory=list)
-    total: int = 0
-
-    @property
-    def large(self) -> bool:
-        """Whether this message goes through a shared segment."""
-        return SEGMENTS_AVAILABLE and (self.total >= SEGMENT_THRESHOLD or len(self.stream) >= SEGMENT_THRESHOLD)
-
-
-def encode(obj: Any) -> Encoded:
-    """Pickle ``obj`` with protocol 5, collecting (not copying) its large buffers.
-
-    Raises:
-        Exception: whatever pickling raises (an unpicklable object); nothing has been sent yet.
-    """
-    sources: list[Any] = []
-    strided: dict[int, np.ndarray] = {}
-    keep: list[pickle.PickleBuffer] = []
-
-    def take(buf: pickle.PickleBuffer) -> bool:
-        sources.append(strided.pop(id(buf), buf))
-        return False  # every buffer out of band
-
-    # A dispatch table and a closure, not a Pickler subclass with reducer_override: that makes a
-    # reference cycle (pickler -> bound method -> pickler) whose memo would keep every pickled
-    # array, and so its segment lease, alive until the cyclic garbage collector runs.
-    f = io.BytesIO()
-    pickler = pickle.Pickler(f, protocol=5, buffer_callback=take)
-    pickler.dispatch_table = {**copyreg.dispatch_table, np.ndarray: functools.partial(_reduce_array, strided, keep)}
-    pickler.dump(obj)
-    del pickler
-    sizes = [s.nbytes if isinstance(s, np.ndarray) else s.raw().nbytes for s in sources]
-    return Encoded(f.getvalue(), sources, sizes, sum(sizes))
-
-
-def _layout(sizes: Sequence[int], start: int = 0) -> tuple[list[int], int]:
-    """Aligned offsets for buffers of ``sizes`` placed from ``start``; returns offsets and the end."""
-    offsets = []
-    pos = start
-    for n in sizes:
-        pos = -(-pos // _ALIGN) * _ALIGN
-        offsets.append(pos)
-        pos += n
-    return offsets, pos
-
-
-def _copy_into(dst: np.ndarray, src: Any) -> None:
-    """Copy one buffer source into ``dst`` (a uint8 view of a segment); numpy releases the GIL."""
-    if not isinstance(src, np.ndarray):
-        dst[...] = np.frombuffer(src.raw(), np.uint8)
-        return
-    if src.ndim > 1 and src.shape[-1] > 1 and src.strides[-1] == src.itemsize and src.dtype.fields is None:
-        # A strided array whose last axis is contiguous (an image flipped left-right: 3-byte pixels in
-        # reverse order) copies almost twice as fast as opaque items of the last axis's size.
-        unit = np.dtype(f"V{src.shape[-1] * src.itemsize}")
-        np.copyto(dst.view(unit).reshape(src.shape[:-1]), src.view(unit)[..., 0])
-    else:
-        np.copyto(dst.view(src.dtype).reshape(src.shape), src)
-
-
-def _new_memfd(size: int) -> int:
-    fd = os.memfd_create("zephon-shm", os.MFD_CLOEXEC)
-    try:
-        os.ftruncate(fd, size)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _free_slot(ctl: np.ndarray, slot: int, pid: int) -> None:
-    """Lease finalizer: the receiver no longer uses the segment in ``slot``; the sender may reuse it.
-
-    Only in the process that received it: a child forked later inherits the lease as a copy, and
-    that copy going away must not free the slot under the parent."""
-    if os.getpid() == pid:
-        ctl[slot] = 0
-
-
-def _map_fd(fd: int, size: int, private: bool = False) -> _Mapping:
-    """Map a received or new segment; the caller closes ``fd`` right after."""
-    return _Mapping(fd, size, private)
-
-
-class _Slot:
-    """One reusable segment of a sender's ring: its mapping and, until first sent, its descriptor."""
-
-    __slots__ = ("array", "capacity", "fd", "touched")
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.touched = 0  # bytes written at least once: the pages this slot holds in memory
-        self.fd = _new_memfd(capacity)  # kept until the slot's first frame carries it to the peer
-        try:
-            self.array = np.asarray(_map_fd(self.fd, capacity))
-        except BaseException:
-            os.close(self.fd)
-            raise
-
-    def take_fd(self) -> int:
-        fd, self.fd = self.fd, -1
-        return fd
-
-    def release(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        self.array = np.empty(0, np.uint8)  # unmapped here (the receiver keeps its own mapping)
 
 
 def _table(offsets: Sequence[int], sizes: Sequence[int]) -> bytes:
@@ -295,16 +92,16 @@ class _Placed:
 
 
 def _place(enc: Encoded) -> _Placed:
-    offsets, end = _layout(enc.sizes)
+    offsets, end = layout(enc.sizes)
     pickle_off = -1
     if len(enc.stream) >= _PICKLE_IN_SEGMENT:
-        (pickle_off,), end = _layout([len(enc.stream)], end)
+        (pickle_off,), end = layout([len(enc.stream)], end)
     return _Placed(offsets, pickle_off, max(end, 1))
 
 
 def _fill(target: np.ndarray, enc: Encoded, placed: _Placed) -> None:
     for src, off, n in zip(enc.sources, placed.offsets, enc.sizes):
-        _copy_into(target[off : off + n], src)
+        copy_into(target[off : off + n], src)
     if placed.pickle_off >= 0:
         stream = np.frombuffer(enc.stream, np.uint8)
         target[placed.pickle_off : placed.pickle_off + stream.size] = stream
@@ -331,12 +128,12 @@ class Broadcast:
         if enc.large:
             placed = _place(enc)
             try:
-                fd = _new_memfd(placed.used)
+                fd = shm_segments.new_memfd(placed.used)
             except OSError:  # no memfd here (a sandbox refusing it): it goes inline to each receiver
                 return
             self.fd, self.placed = fd, placed
             try:
-                _fill(np.asarray(_map_fd(fd, placed.used)), enc, placed)
+                _fill(np.asarray(shm_segments.map_fd(fd, placed.used)), enc, placed)
             except BaseException:
                 self.close()
                 raise
@@ -357,11 +154,11 @@ class Channel:
         self.sock = sock
         # sender side: the ring of segments this end writes, and the control page whose byte per
         # slot says "leased" (1, set here on send) or "free" (0, set by the receiver's lease finalizer)
-        self._slots: list[_Slot] = []
+        self._slots: list[shm_segments.Slot] = []
         self._ctl: np.ndarray | None = None
         self._ctl_fd = -1
         # receiver side: the peer's ring as mapped here, and the peer's control page
-        self._maps: dict[int, _Mapping] = {}
+        self._maps: dict[int, shm_segments.Mapping] = {}
         self._peer_ctl: np.ndarray | None = None
         self._segments_ok = True  # False once making a segment failed: this end then sends inline
 
@@ -393,7 +190,7 @@ class Channel:
         table = 16 * len(enc.sizes)
         if enc.large and self._segments_ok:
             return _HEADER.size + table + (0 if len(enc.stream) >= _PICKLE_IN_SEGMENT else len(enc.stream))
-        return _HEADER.size + _layout(enc.sizes, table + len(enc.stream))[1]
+        return _HEADER.size + layout(enc.sizes, table + len(enc.stream))[1]
 
     def send_broadcast(self, b: Broadcast) -> None:
         """Send a message prepared once for several receivers."""
@@ -405,7 +202,7 @@ class Channel:
 
     def _send_inline(self, enc: Encoded) -> None:
         pos = 16 * len(enc.sizes) + len(enc.stream)  # body: table, pickle stream, aligned buffers
-        offsets, end = _layout(enc.sizes, pos)
+        offsets, end = layout(enc.sizes, pos)
         parts: list[Any] = [_table(offsets, enc.sizes), enc.stream]
         for src, off, n in zip(enc.sources, offsets, enc.sizes):
             if off > pos:
@@ -445,9 +242,9 @@ class Channel:
         peer maps, the descriptors to send with the frame and the frame's flags. Raises OSError
         (having taken nothing) when no segment can be made."""
         if self._ctl is None:
-            fd = _new_memfd(_PAGE)
+            fd = shm_segments.new_memfd(shm_segments.PAGE)
             try:
-                self._ctl = np.asarray(_map_fd(fd, _PAGE))
+                self._ctl = np.asarray(shm_segments.map_fd(fd, shm_segments.PAGE))
             except BaseException:
                 os.close(fd)
                 raise
@@ -457,23 +254,23 @@ class Channel:
         free = [i for i in range(len(slots)) if ctl[i] == 0]
         warm = [i for i in free if slots[i].touched >= used]  # no page to fault in
         fit = warm or [i for i in free if slots[i].capacity >= used]
-        capacity = max(_MIN_CAPACITY, 1 << (used - 1).bit_length())
+        capacity = max(shm_segments.MIN_CAPACITY, 1 << (used - 1).bit_length())
         held = sum(s.touched for s in slots)
         one_off: tuple[int, np.ndarray] | None = None
         if fit and (warm or held + used - slots[fit[0]].touched <= RING_BYTES):
             i = fit[0]  # the lowest free slot: the pages faulted in first are reused first
         elif free and held - max(slots[k].touched for k in free) + used <= RING_BYTES:
             i = max(free, key=lambda k: slots[k].touched)  # regrow a free slot: the ring's length follows leases
-            grown = _Slot(capacity)
+            grown = shm_segments.Slot(capacity)
             slots[i].release()
             slots[i] = grown
         elif not free and len(slots) < MAX_SLOTS and held + used <= RING_BYTES:
             i = len(slots)
-            slots.append(_Slot(capacity))
+            slots.append(shm_segments.Slot(capacity))
         else:  # every slot is leased, or the ring's memory is spent: a one-off segment, freed with its views
-            fd = _new_memfd(used)
+            fd = shm_segments.new_memfd(used)
             try:
-                one_off = (fd, np.asarray(_map_fd(fd, used)))
+                one_off = (fd, np.asarray(shm_segments.map_fd(fd, used)))
             except BaseException:
                 os.close(fd)
                 raise
@@ -542,9 +339,9 @@ class Channel:
         that keep it alive, and when it is collected a ring slot is handed back to the sender."""
         it = iter(fds)
         if flags & _FLAG_CTL_FD:
-            self._peer_ctl = np.asarray(_map_fd(next(it), _PAGE))
+            self._peer_ctl = np.asarray(shm_segments.map_fd(next(it), shm_segments.PAGE))
         if flags & _FLAG_SEG_FD:
-            mapping = _map_fd(next(it), size, private=bool(flags & _FLAG_PRIVATE))
+            mapping = shm_segments.map_fd(next(it), size, private=bool(flags & _FLAG_PRIVATE))
             if slot != _ONE_OFF:
                 self._maps[slot] = mapping
         elif slot in self._maps:
@@ -556,7 +353,7 @@ class Channel:
             ctl = self._peer_ctl
             if ctl is None:
                 raise OSError("protocol error: a ring segment arrived before the control page")
-            weakref.finalize(lease, _free_slot, ctl, slot, os.getpid()).atexit = False
+            weakref.finalize(lease, shm_segments.free_slot, ctl, slot, os.getpid()).atexit = False
         return lease
 
     def _recv_head(self) -> tuple[bytes, list[int]]:
@@ -564,7 +361,7 @@ class Channel:
             head = bytearray(_HEADER.size)
             self._recv_exact(memoryview(head), first=True)
             return bytes(head), []
-        anc_size = socket.CMSG_SPACE(4 * 2) if SEGMENTS_AVAILABLE else 0
+        anc_size = socket.CMSG_SPACE(4 * 2) if shm_segments.SEGMENTS_AVAILABLE else 0
         data, anc, msg_flags, _ = self.sock.recvmsg(_HEADER.size, anc_size, getattr(socket, "MSG_CMSG_CLOEXEC", 0))
         fds: list[int] = []
         for level, kind, cdata in anc:

@@ -187,7 +187,7 @@ class Stage:
             emitted = self._acc(msg.lane).push(msg.body)
             self.metrics.acc_busy_s += time.perf_counter() - t0
         except Exception as exc:
-            lin = getattr(msg.body, "lineage", None) or []
+            lin = msg.body.lineage if isinstance(msg.body, Records) else []  # a chunk (fetch) has no lineage yet
             raise self._error("accumulator", msg.lane, lin, exc) from exc
         self._submit(msg, emitted)
 

@@ -83,6 +83,7 @@ class ChunkSizing:
 
     Subclasses call :meth:`_init_chunking`, keep ``tokens_per_sample`` (dict or None) and implement
     :meth:`_fewest_tokens_per_sample` (the smallest mean tokens per sample their mixture reaches).
+    One that keeps state derived from its configuration overrides :meth:`_clone` to reset it.
     """
 
     tokens_per_sample: dict[str, float] | None
@@ -96,6 +97,10 @@ class ChunkSizing:
 
     def _fewest_tokens_per_sample(self) -> float:
         raise NotImplementedError
+
+    def _clone(self) -> Any:
+        """A copy to reconfigure (``with_window`` and the like); a shallow copy unless a subclass knows better."""
+        return copy.copy(self)
 
     @property
     def token_estimates_use(self) -> Literal["required", "optional"] | None:
@@ -130,8 +135,7 @@ class ChunkSizing:
 
     def with_window(self, flush_every_k_chunks: int) -> Any:
         """A copy that sizes ``"auto"`` chunks for windows of ``flush_every_k_chunks`` chunks."""
-        copier = getattr(self, "_clone", None)
-        clone = copier() if callable(copier) else copy.copy(self)
+        clone = self._clone()
         clone.flush_every = flush_every_k_chunks
         return clone
 

@@ -98,7 +98,7 @@ def integer_weights(weights: list[float], max_period: int = MAX_PERIOD) -> np.nd
 class RoundRobinSchedule:
     """Which component fills each global position, and its draw number, in O(1) per position.
 
-    The static mixture's interleaving. (Not :class:`~zephon_core.work.schedule.MixtureSchedule`, the
+    The static mixture's interleaving. (Not :class:`~zephon_curricula.MixtureSchedule`, the
     public schedule of weights that change with progress.)
     """
 

@@ -5,8 +5,9 @@ reads a few files from anywhere in the dataset. The work source knows which ones
 function of the chunk number (:func:`~zephon_core.work.contract.shards_for`). :class:`Lookahead`
 wraps the source the feeder reads: when it hands out chunk ``g`` it computes the same lane's next
 chunk, ``g + lanes``, keeps it for when it is asked for, and calls ``Reader.prefetch`` with the
-shards that chunk reads. Only datasets whose reader overrides :meth:`Reader.prefetch` are asked,
-and without any such reader the source is used as it is.
+shards that chunk reads. Only datasets whose reader has the
+:class:`~zephon_core.work.readers.PrefetchingReader` capability (it overrides :meth:`Reader.prefetch`)
+are asked, and without any such reader the source is used as it is.
 
 Sources whose plan can change during a run (trainer-steered mixtures) expose a ``plan_version``
 counter; a chunk computed early under an older plan is dropped, never handed out.
@@ -18,17 +19,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zephon_core.work.contract import Chunk, PlanVersioned, WorkSource
-from zephon_core.work.readers import Reader
+from zephon_core.work.dataset import Dataset
+from zephon_core.work.readers import PrefetchingReader, Reader, prefetches
 
 
-def prefetching_readers(source: WorkSource) -> list[Reader | None]:
-    """Per dataset number: its reader if it overrides ``prefetch``, else None."""
-    out: list[Reader | None] = []
-    for d in source.datasets:
-        reader = getattr(d, "reader", None)
-        hook = getattr(type(reader), "prefetch", None)
-        out.append(reader if hook is not None and hook is not Reader.prefetch else None)
-    return out
+def prefetching_readers(source: WorkSource) -> list[PrefetchingReader | None]:
+    """Per dataset number: its reader if it has the :class:`PrefetchingReader` capability, else None."""
+    return [d.reader if isinstance(d, Dataset) and prefetches(d.reader) else None for d in source.datasets]
 
 
 def with_lookahead(source: WorkSource, num_lanes: int) -> WorkSource:
@@ -44,15 +41,14 @@ def stop_prefetch(source: WorkSource) -> None:
     the threads, which the next prefetch starts again.
     """
     for d in source.datasets:
-        reader = getattr(d, "reader", None)
-        if isinstance(reader, Reader):
-            reader.stop_prefetch()
+        if isinstance(d, Dataset) and isinstance(d.reader, Reader):
+            d.reader.stop_prefetch()
 
 
 class Lookahead:
     """A work source proxy for one feeder thread (see the module docstring); everything else is delegated."""
 
-    def __init__(self, source: WorkSource, num_lanes: int, readers: Sequence[Reader | None]) -> None:
+    def __init__(self, source: WorkSource, num_lanes: int, readers: Sequence[PrefetchingReader | None]) -> None:
         self._source = source
         self._lanes = num_lanes
         self._readers = list(readers)

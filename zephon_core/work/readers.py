@@ -7,9 +7,9 @@ a chunk file or a byte range once for many samples instead of once per sample.
 Readers are sent to worker processes, so they must pickle cheaply: keep configuration in the
 object and (re)open files lazily.
 
-Beyond :class:`Reader`, a reader may declare an optional capability, a small protocol the kernel
+Beyond :class:`Reader`, a reader may declare optional capabilities, small protocols the kernel
 checks with ``isinstance``: :class:`SkippingReader` (records that do not decode become tombstones
-instead of errors). Every ``StorageReader`` of the zephon-storage distribution has it, and also
+instead of errors) and :class:`PrefetchingReader` (it warms the shards the next chunks read). Every ``StorageReader`` of the zephon-storage distribution has it, and also
 ``zephon_storage.StorageBacked`` (shards are files under a storage root), which that package's
 commands ask for.
 """
@@ -91,6 +91,29 @@ class SkippingReader(Protocol):
     def read_or_skip(self, shard: int, indices: np.ndarray) -> list[dict[str, Any] | None]:
         """Like :meth:`Reader.read`, with ``None`` in place of each skipped record."""
         ...
+
+
+@runtime_checkable
+class PrefetchingReader(Protocol):
+    """A reader capability: warm shards in the background before the fetch stage reads them.
+
+    When the kernel uses it: the feeder computes each lane's next chunk one chunk early and calls
+    :meth:`prefetch` with the shards it will read (:mod:`zephon_core.work.prefetch`); when the
+    pipeline closes it calls :meth:`Reader.stop_prefetch`. A :class:`Reader` subclass has the
+    capability when it overrides :meth:`Reader.prefetch` (the base class's does nothing, and a
+    source whose readers all keep it is fed as it is); see :func:`prefetches`.
+    """
+
+    def prefetch(self, shards: Sequence[int]) -> None:
+        """Start warming ``shards``; must not block, and must not raise for a shard it cannot warm."""
+        ...
+
+
+def prefetches(reader: object) -> bool:
+    """Whether ``reader`` has the :class:`PrefetchingReader` capability (a Reader that overrides ``prefetch``)."""
+    if not isinstance(reader, PrefetchingReader):
+        return False
+    return not isinstance(reader, Reader) or type(reader).prefetch is not Reader.prefetch
 
 
 class MemoryReader(Reader):

@@ -109,8 +109,10 @@ class LocalCluster:
 
     The head has 1 CPU and no ``heavy`` resource, so an operator asking for ``{"heavy": 1}`` runs only
     on the worker nodes; each worker node has 1 CPU and ``heavy: 1`` (one heavy actor per node).
-    Health checks run every second, so a removed node is declared dead in about 5 s (Ray's default is
-    15 s; much less than 5 s makes a raylet that is merely slow on a loaded machine look dead).
+    Health checks run every second with a 2 s timeout, five failures in a row declaring a node dead:
+    a killed raylet (its port refuses at once) in about 5 s, a frozen one (no answer until the
+    timeout) in about 15 s. Ray's defaults (3 s, 10 s, 5) take about 15 s and 65 s; much less than
+    this makes a raylet that is merely slow on a loaded machine look dead.
     """
 
     def __init__(self, folder: str) -> None:
@@ -123,7 +125,7 @@ class LocalCluster:
         self.workers: list[Any] = []
 
     def start_head(self) -> None:
-        """Start the head raylet (and GCS): 1 CPU, no ``heavy`` resource, fast health checks."""
+        """Start the head raylet (and GCS): 1 CPU, no ``heavy`` resource, faster health checks."""
         self.cluster.add_node(
             num_cpus=1,
             temp_dir=self.folder,
@@ -131,6 +133,7 @@ class LocalCluster:
             object_store_memory=80 * 1024**2,
             _system_config={
                 "health_check_period_ms": 1000,
+                "health_check_timeout_ms": 2000,  # Ray's 10 s would make a vanished node take ~55 s
                 "health_check_failure_threshold": 5,
                 "health_check_initial_delay_ms": 0,
             },
@@ -149,6 +152,41 @@ class LocalCluster:
         """Kill a worker raylet and everything on it, as a lost or preempted machine."""
         self.workers.remove(node)
         self.cluster.remove_node(node, allow_graceful=False)
+
+    def freeze_worker(self, node: Any) -> list[Any]:
+        """Stop (SIGSTOP) every process of a worker node, raylet first, as a machine that vanished.
+
+        Nothing closes its connections, so only Ray's health check can tell it is gone. Returns the
+        stopped processes for :meth:`bury_worker`.
+        """
+        import psutil  # type: ignore[import-untyped]
+
+        procs: list[Any] = []
+        for infos in node.all_processes.values():
+            for info in infos:
+                try:
+                    top = psutil.Process(info.process.pid)
+                    top.suspend()
+                    procs.append(top)
+                    for child in top.children(recursive=True):  # the node's workers and agents
+                        child.suspend()
+                        procs.append(child)
+                except psutil.NoSuchProcess:
+                    pass
+        return procs
+
+    def bury_worker(self, node: Any, frozen: list[Any]) -> None:
+        """Kill a frozen worker node's processes for good and take it off the cluster."""
+        import psutil  # type: ignore[import-untyped]
+
+        for proc in frozen:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        frozen.clear()
+        if node in self.workers:
+            self.remove_worker(node)
 
 
 @pytest.fixture(scope="module")

@@ -118,3 +118,49 @@ def test_poison_record_fails_after_two_actor_deaths_naming_operator_and_sample(r
     assert "operator 'heavy' (worker) failed" in msg and SAMPLE_CHUNK in msg
     assert "killed 2 Ray actors in a row" in msg and msg.count(" on node ") == 2
     assert time.monotonic() - t0 < 60, "a poison record must be an error within seconds, not a hang"
+
+
+def test_vanished_node_is_noticed_by_the_health_check_and_its_task_rerun(ray_cluster, threads_hashes):
+    """A frozen node closes no connection: only the health check (1 s, 2 s timeout, x 5) declares it dead."""
+    p = _build("ray_heavy").options(lanes=LANES, runner="threads")
+    batches: list[Any] = []
+    victim: Any = None
+    frozen: list[Any] = []
+    last = [time.monotonic()]
+    stalled = threading.Event()
+    done = threading.Event()
+
+    def watchdog() -> None:  # a pool that never notices would wait for Ray's RPC timeout: bound it
+        while not done.wait(0.5):
+            if frozen and time.monotonic() - last[0] > 45:
+                stalled.set()
+                ray_cluster.bury_worker(victim, frozen)  # connections close: the pipeline goes on
+                return
+
+    guard = threading.Thread(target=watchdog, daemon=True)
+    gap = 0.0
+    try:
+        with p:
+            for batch in p:
+                now = time.monotonic()
+                if frozen:
+                    gap = max(gap, now - last[0])
+                last[0] = now
+                batches.append(batch)
+                if victim is None and len(batches) == 10 * LANES:
+                    _until("two actors on the two worker nodes", lambda: _pool(p)["actors"] == 2)
+                    victim = ray_cluster.workers[0]
+                    frozen.extend(ray_cluster.freeze_worker(victim))
+                    last[0] = time.monotonic()
+                    guard.start()
+            pool = _pool(p)
+    finally:
+        done.set()
+        if guard.is_alive():
+            guard.join(timeout=60)
+        if victim is not None:
+            ray_cluster.bury_worker(victim, frozen)
+    assert not stalled.is_set(), f"no batch for 45 s after a node vanished: its death was not noticed (pool: {pool})"
+    assert gap < 35, f"a vanished node stalled the run for {gap:.1f} s (health check about 15 s)"
+    assert pool["actor_deaths"].get("node lost", 0) >= 1 and pool["retries"] >= 1, pool
+    assert _hashes(batches) == threads_hashes, "a global batch differs from the threads run after a node vanished"

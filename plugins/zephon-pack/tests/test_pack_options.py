@@ -1,4 +1,4 @@
-"""Packing options (issue 15 item 5): ``best_fit_wrap`` with its pool and age bound, ``group_by``,
+"""Packing options: ``best_fit_wrap`` with its pool and age bound, ``group_by``,
 ``max_sequences_per_bin``, ``drop_oversized``, ``length_fn`` and ``order``. Checked: no token lost
 or duplicated (dropped documents appear as tombstones), groups never share a row, caps and the age
 bound hold, configs change only when an option is used, clear errors, and identical global batches

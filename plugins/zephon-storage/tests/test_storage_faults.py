@@ -1,4 +1,4 @@
-"""Storage faults: reads from S3 survive drops, delays, stalls, truncated bodies and 503s (issue 11).
+"""Storage faults: reads from S3 survive drops, delays, stalls, truncated bodies and 503s.
 
 A real pipeline (JSON Lines and Parquet through the real ``zephon_jsonl`` / ``zephon_parquet``
 readers) reads a dataset from moto's S3 server twice: directly, and through
@@ -120,6 +120,7 @@ def clean_hashes(s3, tmp_path_factory) -> list[str]:
 
 
 # -- surviving transient faults ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_faults_are_survived_with_identical_batches(s3, clean_hashes, tmp_path, caplog):
     """Every 2nd request is faulted (each kind in turn); batches are identical to the fault-free run.
 

@@ -25,6 +25,9 @@ pytest.importorskip("zephon_pack")
 LANES = 4
 K = 4  # flush every 4 chunks of 64 documents: several windows per global step
 STEPS = 6
+QUICK = {("threads", 3, 2), (2, 4, 3, "threads")}
+"""The cases ``-m "not slow"`` keeps (a few seconds each on real text): one runner, parallelism and world
+size, and one resume cut mid-window onto more ranks. A plain run runs every case."""
 
 
 def build(parallelism: int, *, source: StaticMixtureWorkSource | None) -> Pipeline:
@@ -54,7 +57,7 @@ def baseline(shared):
 @pytest.mark.parametrize(
     ("runner", "parallelism", "world_size"),
     [
-        pytest.param(r, p, w, marks=[pytest.mark.slow] if r == "processes" and p * w >= 6 else [])
+        pytest.param(r, p, w, marks=[] if (r, p, w) in QUICK else [pytest.mark.slow])
         for r, p, w in itertools.product(["inline", "threads", "processes"], [1, 3], [1, 2, 4])
         if (r, p, w) != ("inline", 1, 1)
     ],
@@ -66,6 +69,7 @@ def test_same_global_batches(shared, baseline, runner, parallelism, world_size):
     assert res.hashes == baseline.hashes
 
 
+@pytest.mark.slow
 def test_every_rank_calibrating_its_own_source_agrees(baseline):
     fresh = functools.partial(build, source=None)
     res = run_global(fresh, lanes=LANES, world_size=2, runner="threads", parallelism=2, flush_every=K, steps=STEPS)
@@ -75,12 +79,15 @@ def test_every_rank_calibrating_its_own_source_agrees(baseline):
 @pytest.mark.parametrize(
     ("before", "after", "cut", "runner"),
     [
-        (2, 4, 1, "threads"),
-        (2, 4, 3, "threads"),
-        (2, 4, 5, "inline"),
-        (4, 1, 2, "threads"),
-        (4, 1, 4, "threads"),
-        pytest.param(4, 2, 3, "processes", marks=pytest.mark.slow),
+        pytest.param(*case, marks=[] if case in QUICK else [pytest.mark.slow])
+        for case in [
+            (2, 4, 1, "threads"),
+            (2, 4, 3, "threads"),
+            (2, 4, 5, "inline"),
+            (4, 1, 2, "threads"),
+            (4, 1, 4, "threads"),
+            (4, 2, 3, "processes"),
+        ]
     ],
 )
 def test_resume_on_another_world_size(shared, baseline, before, after, cut, runner):
@@ -104,6 +111,7 @@ def test_resume_on_another_world_size(shared, baseline, before, after, cut, runn
     assert first.hashes + second.hashes == baseline.hashes
 
 
+@pytest.mark.slow
 def test_resume_twice(shared, baseline):
     a = run_global(shared, lanes=LANES, world_size=4, runner="threads", flush_every=K, steps=2)
     b = run_global(shared, lanes=LANES, world_size=2, runner="threads", flush_every=K, resume=a.state, steps=2)

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from zephon_tokenize import EnsureMixture, Tokenize
 
-from zephon_core import CheckpointError, Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
+from zephon_core import CheckpointError, ConfigError, Dataset, MixtureSpec, Pipeline, Records, StaticMixtureWorkSource
+from zephon_core.conformance.harness import run_global
+from zephon_core.plugin_api import SourceInfo, dataset_of
 from zephon_core.testing.corpus import english_and_technical, english_texts, grouped_texts, numbered_records
-from zephon_core.work.ids import split_sample_id
+from zephon_core.work.ids import sample_id, split_sample_id
 
 TARGET = {"short": 0.5, "long": 0.5}
 
@@ -60,6 +62,7 @@ def runs() -> dict[str, tuple[np.ndarray, np.ndarray, dict[str, float] | None]]:
     return {mode: whole_run(mode) for mode in ("samples", "tokens")}
 
 
+@pytest.mark.slow  # the runs fixture: two whole passes over the corpus
 def test_calibration_is_close_to_the_realised_mean(runs):
     tokens, docs, estimates = runs["tokens"]
     assert estimates is not None
@@ -100,6 +103,7 @@ def test_calibration_is_identical_on_every_rank_and_frozen_in_the_checkpoint():
     assert untouched.token_estimates is None, "a rejected checkpoint changes nothing"
 
 
+@pytest.mark.slow
 def test_sample_level_is_off_by_the_length_ratio_token_aware_hits_the_target(runs):
     s_tokens, _, _ = runs["samples"]
     t_tokens, t_docs, _ = runs["tokens"]
@@ -116,11 +120,13 @@ def test_sample_level_is_off_by_the_length_ratio_token_aware_hits_the_target(run
     assert abs(by_tokens[0] - 0.5) < 0.01
 
 
-def _window_rows(ws: StaticMixtureWorkSource, mix: bool, lanes: int, k: int) -> list[list[tuple[int, int, int]]]:
+def _window_rows(
+    ws: StaticMixtureWorkSource, mix: bool, lanes: int, k: int, release: str = "most_behind"
+) -> list[list[tuple[int, int, int]]]:
     """Per lane: (window, dataset, tokens) of every record in delivery order (documents split at 64)."""
     pipe = Pipeline(ws).tokenize(tokenizer_id="gpt2", parallelism=2, max_length=64, split_long_samples=True)
     if mix:
-        pipe = pipe.ensure_mixture()
+        pipe = pipe.ensure_mixture(release=release)
     pipe = pipe.batch(microbatch_size=1, collate=count_collate).options(lanes=lanes, flush_every_k_chunks=k)
     out: list[list[tuple[int, int, int]]] = [[] for _ in range(lanes)]
     with pipe as p:
@@ -142,13 +148,15 @@ def _block_deviation(rows: list[tuple[int, int, int]], block: int = 2048) -> flo
     return float(np.mean(devs))
 
 
-def test_ensure_mixture_only_reorders_within_windows_and_smooths_the_mix():
+@pytest.mark.slow
+@pytest.mark.parametrize("release", ["most_behind", "balanced"])
+def test_ensure_mixture_only_reorders_within_windows_and_smooths_the_mix(release):
     # Documents are split into pieces of at most 64 tokens, so a long document arrives as a burst
     # of pieces from one dataset: the reordering spreads such bursts out. (It cannot change the
     # composition of a window, which the source's token-aware schedule sets.)
     ws = short_and_long("tokens", exhaustion="stop", chunk_size=64, n=8000)
     plain = _window_rows(ws, mix=False, lanes=1, k=4)
-    mixed = _window_rows(ws, mix=True, lanes=1, k=4)
+    mixed = _window_rows(ws, mix=True, lanes=1, k=4, release=release)
     for a, b in zip(plain, mixed):
         assert sorted(a) == sorted(b), "the same records, only in another order"
         windows = [w for w, _, _ in b]
@@ -158,6 +166,99 @@ def test_ensure_mixture_only_reorders_within_windows_and_smooths_the_mix():
     before, after = _block_deviation(plain[0]), _block_deviation(mixed[0])
     print(f"\nmean |share - target| per 2048-token block: {before:.4f} without, {after:.4f} with ensure_mixture")
     assert after < 0.75 * before
+
+
+def _mixed_rows(count: int) -> list[tuple[dict[str, Any], list[int]]]:
+    """Packed-like rows of 100 tokens that each already carry the 70:30 mixture (70 + 30 tokens)."""
+    rows = []
+    for i in range(count):
+        doc = np.array([0] * 70 + [1] * 30, dtype=np.int32)
+        lineage = [sample_id(2 * i, 0, dataset=0), sample_id(2 * i + 1, 0, dataset=1)]
+        rows.append(({"input_ids": np.zeros(100, dtype=np.int32), "document_ids": doc}, lineage))
+    return rows
+
+
+def _held_after_each_push(release: str, rows: list[tuple[dict[str, Any], list[int]]]) -> list[int]:
+    op = EnsureMixture(unit="tokens", max_buffered=64, max_buffered_tokens=1000, release=release)
+    op.setup(SourceInfo(names=("a", "b"), shares=(0.7, 0.3), unit="tokens"))
+    acc = op.new_accumulator(0)
+    held = []
+    for i, (payload, lineage) in enumerate(rows):
+        acc.push(Records([payload], [i], [lineage], []))
+        held.append(sum(acc.state()["held"]))
+    return held
+
+
+def test_balanced_release_lets_rows_that_carry_the_mixture_go_at_once():
+    # Rows that already mix 70:30 are all queued under the majority dataset: the older rule waits
+    # for a minority row that never comes, up to its token bound (10 rows here), before each release.
+    rows = _mixed_rows(30)
+    assert max(_held_after_each_push("balanced", rows)) == 0
+    assert max(_held_after_each_push("most_behind", rows)) >= 10
+
+
+def test_balanced_release_still_waits_for_a_dataset_that_fell_behind_by_more_than_a_record():
+    # 10 single-dataset rows of "a", then "b": after about two "a" rows "b" is short by more than
+    # one row, so "a" rows wait until "b" rows arrive, and then they alternate.
+    def row(i: int, d: int) -> tuple[dict[str, Any], list[int]]:
+        return {"input_ids": np.zeros(100, dtype=np.int32), "num_tokens": 100}, [sample_id(i, 0, dataset=d)]
+
+    op = EnsureMixture(unit="tokens", release="balanced")
+    op.setup(SourceInfo(names=("a", "b"), shares=(0.5, 0.5), unit="tokens"))
+    acc = op.new_accumulator(0)
+    order = []
+    for i, (payload, lineage) in enumerate([row(i, 0) for i in range(10)] + [row(10 + i, 1) for i in range(10)]):
+        for out in acc.push(Records([payload], [i], [lineage], [])):
+            order.extend(dataset_of(lin[0]) for lin in out.lineage)
+    for out in acc.flush():
+        order.extend(dataset_of(lin[0]) for lin in out.lineage)
+    assert sorted(order) == [0] * 10 + [1] * 10
+    assert order[:6] == [0, 0, 1, 0, 1, 0], order
+
+
+def test_the_default_rule_is_balanced_and_only_that_rule_is_recorded():
+    assert EnsureMixture().config()["release"] == "balanced"
+    assert EnsureMixture(release="balanced").config()["release"] == "balanced"
+    # zephon-tokenize 0.1 wrote exactly these keys: its checkpoints read as "most_behind"
+    assert EnsureMixture(release="most_behind").config() == {
+        "unit": "auto",
+        "max_buffered": 64,
+        "max_buffered_tokens": 32768,
+    }
+    with pytest.raises(ConfigError, match="release must be"):
+        EnsureMixture(release="fifo")  # type: ignore[arg-type]
+
+
+def _mixture_pipeline(release: str | None) -> Pipeline:
+    ws = short_and_long("tokens", exhaustion="repeat", chunk_size=32, n=1200)
+    kw = {} if release is None else {"release": release}
+    return (
+        Pipeline(ws)
+        .tokenize(tokenizer_id="gpt2", parallelism=1)
+        .pack_sequences(target_length=256)
+        .ensure_mixture(**kw)
+        .batch(microbatch_size=2)
+    )
+
+
+def test_a_checkpoint_of_the_older_rule_resumes_with_it_when_the_rule_is_left_at_its_default():
+    def old(par: int) -> Pipeline:
+        return _mixture_pipeline("most_behind")
+
+    def default(par: int) -> Pipeline:
+        return _mixture_pipeline(None)
+
+    def explicit(par: int) -> Pipeline:
+        return _mixture_pipeline("balanced")
+
+    whole = run_global(old, lanes=2, flush_every=3, steps=8)
+    first = run_global(old, lanes=2, flush_every=3, steps=3)
+    assert "release" not in json.dumps(first.state["definition"]["operators"])
+    rest = run_global(default, lanes=2, world_size=2, flush_every=3, resume=first.state, steps=5)
+    assert first.hashes + rest.hashes == whole.hashes
+    assert run_global(default, lanes=2, flush_every=3, steps=8).hashes != whole.hashes, "the rules differ here"
+    with pytest.raises(CheckpointError, match=r"config\.release"):
+        run_global(explicit, lanes=2, flush_every=3, resume=first.state, steps=1)
 
 
 def test_ensure_mixture_needs_the_source():

@@ -1,1 +1,1 @@
-"""Zephon's main demo (see :mod:`zephon_demo.text`)."""
+"""Zephon's demos: the main text pipeline (:mod:`zephon_demo.text`) and the kernel-only one (:mod:`zephon_demo.kernel`)."""

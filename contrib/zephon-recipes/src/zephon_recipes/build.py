@@ -13,9 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zephon_core import Dataset, MixtureSchedule, MixtureSpec, Pipeline, ZephonError
+from zephon_curricula import MixtureSchedule
+
+from zephon_core import Dataset, MixtureSpec, Pipeline, ZephonError
 from zephon_core.plugin_api import ZephonPluginManager, default_plugin_manager
 from zephon_recipes.document import Document, RecipeError, load_document
+from zephon_recipes.identity import RECIPE_LABEL, data_form, record_in_manifest
 from zephon_recipes.validate import Plan, check
 
 
@@ -32,9 +35,24 @@ class Recipe:
         """The recipe after includes and overrides: its normalised form."""
         return self.doc.data
 
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The recipe's data-changing form: what its pipeline's checkpoints record (see :mod:`zephon_recipes.identity`)."""
+        return data_form(self.doc.data)
+
     def build(self) -> Pipeline:
-        """A new pipeline for this recipe (one per run: pipelines are not reused)."""
-        return build(self.plan, self.plugins, self.doc.files[-1] if self.doc.files else "recipe")
+        """A new pipeline for this recipe (one per run: pipelines are not reused).
+
+        It carries the recipe's data form as its identity label ``recipe``, so its checkpoints name
+        the recipe keys an edited recipe changed; with ``options.manifest`` set, ``recipe.json`` is
+        written beside the provenance manifest.
+        """
+        pipeline = build(self.plan, self.plugins, self.doc.files[-1] if self.doc.files else "recipe")
+        form = self.identity
+        pipeline.label(**{RECIPE_LABEL: form})
+        if pipeline.run_options.manifest is not None:
+            record_in_manifest(pipeline.run_options.manifest, form)
+        return pipeline
 
 
 def read_recipe(
@@ -92,11 +110,16 @@ def build(plan: Plan, plugins: ZephonPluginManager, where: str) -> Pipeline:
     """Build the pipeline of a validated plan."""
     try:
         datasets = [Dataset.from_path(d.name, d.path, d.format, plugins=plugins, **d.options) for d in plan.datasets]
-        if plan.schedule is not None:
+        source: Any
+        if plan.materialized is not None:
+            from zephon_recipes.materialized import MaterializedSource
+
+            source = MaterializedSource(plan.materialized, plugins=plugins)
+        elif plan.schedule is not None:
             schedule = MixtureSchedule(
                 plan.schedule["breakpoints"], unit=plan.schedule["unit"], interpolate=plan.schedule["interpolate"]
             )
-            source: Any = plan.source(datasets, schedule, **plan.source_kwargs)
+            source = plan.source(datasets, schedule, **plan.source_kwargs)
         else:
             mixture = MixtureSpec(plan.weights, ratios=plan.ratios) if plan.weights is not None else None
             source = plan.source(datasets, mixture, **plan.source_kwargs)

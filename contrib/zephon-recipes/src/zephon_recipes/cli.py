@@ -1,4 +1,4 @@
-"""The ``zephon check``, ``zephon run``, ``zephon diff`` and ``zephon recipe-schema`` commands.
+"""The ``zephon check``, ``run``, ``diff``, ``materialize`` and ``recipe-schema`` commands.
 
 ``check`` validates a recipe and prints its plan without reading any sample beyond what token
 estimates need; ``run`` is a dry run (the pipeline runs for a few global steps, nothing trains);
@@ -24,6 +24,7 @@ from zephon_core.plugin_api import ZephonPluginManager
 from zephon_recipes.build import Recipe, read_recipe
 from zephon_recipes.diff import diff, report
 from zephon_recipes.document import load_document
+from zephon_recipes.identity import record_in_manifest
 from zephon_recipes.schema import recipe_schema
 
 
@@ -56,7 +57,11 @@ def plan_text(recipe: Recipe, pipeline: Pipeline, *, estimate_tokens: bool = Tru
     """The plan ``zephon check`` prints: datasets, mixture, stage graph, lanes per world size."""
     plan = recipe.plan
     source: Any = pipeline.source
-    lines = [f"recipe {recipe.doc.files[-1]}" + (f" (over {', '.join(recipe.doc.files[:-1])})" if len(recipe.doc.files) > 1 else "") + ": valid"]
+    lines = [
+        f"recipe {recipe.doc.files[-1]}"
+        + (f" (over {', '.join(recipe.doc.files[:-1])})" if len(recipe.doc.files) > 1 else "")
+        + ": valid"
+    ]
     estimates = pipeline.calibrate() if estimate_tokens else None
     weights = source.target_weights() if hasattr(source, "target_weights") else {}
     weight_by = getattr(source, "weight_by", "samples")
@@ -67,7 +72,11 @@ def plan_text(recipe: Recipe, pipeline: Pipeline, *, estimate_tokens: bool = Tru
             w = weights.get(d.name, 0.0)
             token_mass[d.name] = w if weight_by == "tokens" else w * estimates.get(d.name, 0.0)
     total_mass = sum(token_mass.values()) or 1.0
-    for d, dp in zip(source.datasets, plan.datasets):
+    # a materialised prefix read back has no datasets of its own in the plan: its folder holds one per dataset
+    paths = [dp.path for dp in plan.datasets] or [
+        os.path.join(plan.materialized or "", d.name) for d in source.datasets
+    ]
+    for d, path in zip(source.datasets, paths):
         tps = (estimates or {}).get(d.name)
         rows.append(
             [
@@ -75,11 +84,11 @@ def plan_text(recipe: Recipe, pipeline: Pipeline, *, estimate_tokens: bool = Tru
                 d.format,
                 str(len(d.shards)),
                 f"{d.num_samples:,}",
-                _human(_size(dp.path)),
+                _human(_size(path)),
                 f"{weights.get(d.name, 0.0):.3g}",
                 _human(tps * d.num_samples, "") if tps else "-",
                 f"{100 * token_mass[d.name] / total_mass:.1f}%" if d.name in token_mass else "-",
-                dp.path,
+                path,
             ]
         )
     lines.append("datasets:")
@@ -102,7 +111,9 @@ def plan_text(recipe: Recipe, pipeline: Pipeline, *, estimate_tokens: bool = Tru
     lines += _table(srows)
     spec = pipeline.batch_spec
     if spec is not None:
-        lines.append(f"batch: microbatches of {spec.microbatch_size} rows; {opts.lanes} lane(s): one global step is {opts.lanes} microbatch(es)")
+        lines.append(
+            f"batch: microbatches of {spec.microbatch_size} rows; {opts.lanes} lane(s): one global step is {opts.lanes} microbatch(es)"
+        )
     for w in plan.world_sizes:
         lines.append(f"  on {w} rank(s): {opts.lanes // w} lane(s) per rank")
     return "\n".join(lines)
@@ -125,6 +136,7 @@ def run_command(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
     pipeline = recipe.build()
     if args.manifest:
         pipeline.options(manifest=args.manifest)
+        record_in_manifest(args.manifest, recipe.identity)  # which recipe chose the samples the manifest lists
     lanes = pipeline.run_options.lanes // max(1, pipeline.run_options.dp_world_size)
     names = [d.name for d in pipeline.source.datasets]
     samples = dict.fromkeys(names, 0)
@@ -163,7 +175,9 @@ def run_command(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
                 if len(hashes) >= args.steps:
                     break
     dt = time.perf_counter() - t0
-    print(f"ran {len(hashes)} global step(s) of {lanes} microbatch(es) on 1 rank in {dt:.2f} s (first batch after {first or 0:.2f} s)")
+    print(
+        f"ran {len(hashes)} global step(s) of {lanes} microbatch(es) on 1 rank in {dt:.2f} s (first batch after {first or 0:.2f} s)"
+    )
     steady = max(dt - (first or 0.0), 1e-9)
     usable = (cells - padding) * later / max(1, rows)
     print(
@@ -192,6 +206,29 @@ def diff_command(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
     differences = diff(a, b)
     print(report(differences))
     return 1 if any(d.changes_data for d in differences) else 0
+
+
+def materialize_command(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
+    """``zephon materialize RECIPE --until OP --to DIR``: write a prefix's records, resumably."""
+    from zephon_recipes.materialize import materialize
+
+    recipe = read_recipe(args.recipe, args.set or (), plugins=plugins)
+
+    def progress(lane: int, shard: int) -> None:
+        print(f"  lane {lane}: shard {shard} written", flush=True)
+
+    report = materialize(
+        recipe,
+        args.to,
+        until=args.until,
+        format=args.format,
+        chunks=args.chunks,
+        shard_records=args.shard_records,
+        plugins=plugins,
+        on_shard=progress,
+    )
+    print(report)
+    return 0
 
 
 def schema_command(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:

@@ -21,7 +21,10 @@ SCHEMA_ID = "https://zephon.dev/schemas/recipe.json"
 def _runner_enum(schema: dict[str, Any], runners: list[str]) -> dict[str, Any]:
     props = schema.get("properties", {})
     if "runner" in props:
-        props["runner"] = {"anyOf": [{"enum": runners}, {"type": "null"}], "description": props["runner"].get("description", "")}
+        props["runner"] = {
+            "anyOf": [{"enum": runners}, {"type": "null"}],
+            "description": props["runner"].get("description", ""),
+        }
     return schema
 
 
@@ -56,7 +59,9 @@ def recipe_schema(plugins: ZephonPluginManager) -> dict[str, Any]:
         readers.append(
             {
                 "if": {"properties": {"format": {"const": name}}, "required": ["format"]},
-                "then": {"properties": {"options": sig.object_schema(acc, f"options of the {name} reader ({reg.package})")}},
+                "then": {
+                    "properties": {"options": sig.object_schema(acc, f"options of the {name} reader ({reg.package})")}
+                },
             }
         )
     static = sig.accepts(StaticMixtureWorkSource, exclude=("datasets", "mixture"))
@@ -92,7 +97,10 @@ def recipe_schema(plugins: ZephonPluginManager) -> dict[str, Any]:
     dataset = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "a folder, file, one-match glob or URL; relative to the recipe file"},
+            "path": {
+                "type": "string",
+                "description": "a folder, file, one-match glob or URL; relative to the recipe file",
+            },
             "format": {"enum": registry.names("reader")},
             "options": {"type": "object", "description": "keyword arguments of the format's reader"},
         },

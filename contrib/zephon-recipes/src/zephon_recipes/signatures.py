@@ -279,11 +279,19 @@ def json_type(tp: Any) -> dict[str, Any]:
     if target in (list, tuple, collections.abc.Sequence, collections.abc.Iterable, collections.abc.Collection):
         args = _args(tp)
         if target is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-            return {"type": "array", "prefixItems": [json_type(a) for a in args], "minItems": len(args), "maxItems": len(args)}
+            return {
+                "type": "array",
+                "prefixItems": [json_type(a) for a in args],
+                "minItems": len(args),
+                "maxItems": len(args),
+            }
         return {"type": "array", **({"items": json_type(args[0])} if args and json_type(args[0]) else {})}
     if target in (dict, collections.abc.Mapping, collections.abc.MutableMapping):
         args = _args(tp)
-        return {"type": "object", **({"additionalProperties": json_type(args[1])} if len(args) == 2 and json_type(args[1]) else {})}
+        return {
+            "type": "object",
+            **({"additionalProperties": json_type(args[1])} if len(args) == 2 and json_type(args[1]) else {}),
+        }
     if isinstance(tp, type) and issubclass(tp, os.PathLike):
         return {"type": "string"}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):

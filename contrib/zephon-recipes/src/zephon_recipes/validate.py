@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zephon_core import Pipeline, ScheduledMixtureWorkSource, StaticMixtureWorkSource, ZephonError
+from zephon_curricula import ScheduledMixtureWorkSource
+
+from zephon_core import Pipeline, StaticMixtureWorkSource, ZephonError
 from zephon_core.hookspecs import Kind
 from zephon_core.plugin_api import ZephonPluginManager
 from zephon_recipes import signatures as sig
 from zephon_recipes.document import COMMAND_LINE, Document, Key, RecipeError, dotted
+from zephon_recipes.materialized import is_materialized, read_manifest
 
 SECTIONS = ("description", "datasets", "mixture", "fetch", "operators", "batch", "options", "world_sizes")
 """The top-level keys of a recipe (besides ``include`` and ``set``, which reading resolves)."""
@@ -74,6 +77,8 @@ class Plan:
     batch: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     world_sizes: list[int] = field(default_factory=list)
+    materialized: str | None = None
+    """A folder ``zephon materialize`` wrote, when that is the recipe's dataset (its source replays it)."""
 
 
 class Checker:
@@ -84,6 +89,7 @@ class Checker:
         self.plugins = plugins
         self.problems: list[str] = []
         self.plan = Plan()
+        self.manifest: dict[str, Any] = {}
 
     # -- reporting ------------------------------------------------------------------------------
     def problem(self, key: Key, message: str) -> None:
@@ -114,7 +120,9 @@ class Checker:
                 valid = sorted(acc.params)
                 suggested.update(difflib.get_close_matches(name, valid, n=1))
                 noun = "option" if owner == "options" else "argument"
-                self.problem(here, f"{owner} has no {noun} {name!r}{closest(name, valid)}; its {noun}s: {', '.join(valid)}")
+                self.problem(
+                    here, f"{owner} has no {noun} {name!r}{closest(name, valid)}; its {noun}s: {', '.join(valid)}"
+                )
                 continue
             out[name] = self.value(here, value, param, owner)
         if check_required:
@@ -128,7 +136,9 @@ class Checker:
         tp = param.annotation
         if sig.wants_object(tp) and isinstance(value, str):
             if not sig.is_reference(value):
-                self.problem(key, f"{owner}: {param.name} takes a Python object: write it as 'module:attr', got {value!r}")
+                self.problem(
+                    key, f"{owner}: {param.name} takes a Python object: write it as 'module:attr', got {value!r}"
+                )
                 return value
             try:
                 value = sig.load_reference(value)
@@ -161,7 +171,9 @@ class Checker:
         data = self.doc.data
         for k in data:
             if k not in SECTIONS:
-                self.problem((k,), f"unknown section{closest(k, SECTIONS)}; a recipe has: {', '.join(SECTIONS)}, include, set")
+                self.problem(
+                    (k,), f"unknown section{closest(k, SECTIONS)}; a recipe has: {', '.join(SECTIONS)}, include, set"
+                )
         if "datasets" not in data:
             self.problem((), "the recipe needs a 'datasets' section")
         self.datasets(data.get("datasets"))
@@ -171,6 +183,8 @@ class Checker:
         self.batch(data.get("batch"))
         self.options(data.get("options"))
         self.world_sizes(data.get("world_sizes"))
+        if self.plan.materialized is not None:
+            self.read_back(data)
         if self.problems:
             raise RecipeError(self.problems)
         return self.plan
@@ -191,16 +205,28 @@ class Checker:
                 continue
             for k in spec:
                 if k not in DATASET_KEYS:
-                    self.problem((*key, k), f"unknown dataset key{closest(k, DATASET_KEYS)}; a dataset has: {', '.join(DATASET_KEYS)}")
+                    self.problem(
+                        (*key, k),
+                        f"unknown dataset key{closest(k, DATASET_KEYS)}; a dataset has: {', '.join(DATASET_KEYS)}",
+                    )
             path = spec.get("path")
             if not isinstance(path, str) or not path:
-                self.problem((*key, "path") if "path" in spec else key, f"dataset {name!r} needs a 'path' (a folder, file, glob or URL)")
+                self.problem(
+                    (*key, "path") if "path" in spec else key,
+                    f"dataset {name!r} needs a 'path' (a folder, file, glob or URL)",
+                )
                 continue
             resolved = self.path((*key, "path"), path)
+            if resolved is not None and is_materialized(resolved):
+                self.materialized(key, resolved, spec, section)
+                continue
             fmt = spec.get("format")
             if fmt is not None and (not isinstance(fmt, str) or fmt not in readers):
                 extra = self.provider("reader", str(fmt)) or closest(str(fmt), readers)
-                self.problem((*key, "format"), f"no installed reader handles the format {fmt!r} (installed: {', '.join(readers)}){extra}")
+                self.problem(
+                    (*key, "format"),
+                    f"no installed reader handles the format {fmt!r} (installed: {', '.join(readers)}){extra}",
+                )
                 fmt = None
                 resolved = None
             options = self._mapping((*key, "options"), spec.get("options"), f"dataset {name!r} options") or {}
@@ -215,6 +241,29 @@ class Checker:
             reader = self.plugins.registry.get("reader", fmt).load()
             kwargs = self.arguments((*key, "options"), options, sig.accepts(reader, skip=1), f"reader {fmt!r}")
             self.plan.datasets.append(DatasetPlan(name, resolved, fmt, kwargs))
+
+    def materialized(self, key: Key, resolved: str, spec: dict[str, Any], section: dict[str, Any]) -> None:
+        """A dataset that is a materialised prefix: it must be the only dataset, in the written format;
+        its records, chunks and mixture are replayed (see :mod:`zephon_recipes.materialize`)."""
+        try:
+            manifest = read_manifest(resolved)
+        except ZephonError as exc:
+            self.problem((*key, "path"), str(exc))
+            return
+        fmt = spec.get("format")
+        if fmt is not None and fmt != manifest["format"]:
+            self.problem((*key, "format"), f"this materialised folder holds {manifest['format']!r} files, not {fmt!r}")
+        if spec.get("options"):
+            self.problem(
+                (*key, "options"), "a materialised folder is read as it was written: it takes no reader options"
+            )
+        if len(section) > 1:
+            self.problem(
+                ("datasets",),
+                "a materialised folder replays the whole prefix (its datasets and mixture): it must be the only dataset",
+            )
+        self.plan.materialized = resolved
+        self.manifest = manifest
 
     def path(self, key: Key, path: str) -> str | None:
         """The dataset path with ``$VARS`` and ``~`` expanded, relative to the file that wrote it; None if missing."""
@@ -234,13 +283,37 @@ class Checker:
                 self.problem(key, f"{path!r}: no path matches this glob")
                 return None
             if len(matches) > 1:
-                self.problem(key, f"{path!r}: the glob matches {len(matches)} paths ({', '.join(matches[:3])}, ...); a dataset reads one folder: make the glob match it")
+                self.problem(
+                    key,
+                    f"{path!r}: the glob matches {len(matches)} paths ({', '.join(matches[:3])}, ...); a dataset reads one folder: make the glob match it",
+                )
                 return None
             local = matches[0]
         if not os.path.exists(local):
             self.problem(key, f"the dataset path {path!r} does not exist (looked for {local})")
             return None
         return local
+
+    def read_back(self, data: dict[str, Any]) -> None:
+        """What reading a materialised prefix back needs: no mixture of its own, the written lane count."""
+        if data.get("mixture"):
+            self.problem(
+                ("mixture",),
+                "the dataset is a materialised prefix, which replays its own mixture and order: remove the mixture section",
+            )
+        want = int(self.manifest["lanes"])
+        lanes = self.plan.options.get("lanes", 1)
+        if lanes != want:
+            where: Key = ("options", "lanes") if ("options", "lanes") in self.doc.locs else ("options",)
+            self.problem(
+                where,
+                f"the materialised prefix was written for {want} lanes, this recipe has {lanes}: each lane's records, "
+                f"windows and randomness depend on the lane count; set options.lanes: {want}",
+            )
+        if self.plan.options.get("lane_assignment", "modulo") != "modulo":
+            self.problem(
+                ("options", "lane_assignment"), "a materialised prefix is read back with lane_assignment 'modulo'"
+            )
 
     def mixture(self, raw: Any) -> None:
         section = self._mapping(("mixture",), raw, "mixture")
@@ -259,14 +332,23 @@ class Checker:
         for k in rest:
             if k not in acc.params:
                 valid = sorted(extra.params)
-                self.problem(("mixture", k), f"the mixture has no setting {k!r}{closest(k, valid)}; its settings: {', '.join(valid)}")
-        self.plan.source_kwargs = self.arguments(("mixture",), {k: v for k, v in rest.items() if k in acc.params}, acc, "mixture")
+                self.problem(
+                    ("mixture", k),
+                    f"the mixture has no setting {k!r}{closest(k, valid)}; its settings: {', '.join(valid)}",
+                )
+        self.plan.source_kwargs = self.arguments(
+            ("mixture",), {k: v for k, v in rest.items() if k in acc.params}, acc, "mixture"
+        )
         ratios = section.get("ratios", False)
         if not isinstance(ratios, bool):
             self.problem(("mixture", "ratios"), f"must be true or false, got {ratios!r}")
             ratios = False
         self.plan.ratios = ratios
-        names = [d for d in (self.doc.data.get("datasets") or {})] if isinstance(self.doc.data.get("datasets"), dict) else []
+        names = (
+            [d for d in (self.doc.data.get("datasets") or {})]
+            if isinstance(self.doc.data.get("datasets"), dict)
+            else []
+        )
         if "weights" in section:
             self.plan.weights = self.weights(("mixture", "weights"), section["weights"], names, ratios)
         if scheduled:
@@ -279,14 +361,19 @@ class Checker:
         ok = True
         for name, w in weights.items():
             if name not in names:
-                self.problem((*key, name), f"weight for a dataset the recipe does not define{closest(name, names)} (datasets: {', '.join(names)})")
+                self.problem(
+                    (*key, name),
+                    f"weight for a dataset the recipe does not define{closest(name, names)} (datasets: {', '.join(names)})",
+                )
                 ok = False
             elif isinstance(w, bool) or not isinstance(w, (int, float)) or not w > 0 or math.isinf(w):
                 self.problem((*key, name), f"a weight must be a positive number, got {w!r}")
                 ok = False
         missing = [n for n in names if n not in weights]
         if missing:
-            self.problem(key, f"no weight for dataset(s) {', '.join(missing)} (leave a dataset out of the recipe instead)")
+            self.problem(
+                key, f"no weight for dataset(s) {', '.join(missing)} (leave a dataset out of the recipe instead)"
+            )
             ok = False
         if ok and not ratios:
             total = sum(float(w) for w in weights.values())
@@ -295,7 +382,10 @@ class Checker:
                 # point at a weight set elsewhere (an override) if there is one: that is what changed
                 base = self.doc.loc(key).file
                 moved = [(*key, n) for n in weights if self.doc.loc((*key, n)).file != base]
-                self.problem(moved[0] if moved else key, f"the weights sum to {total:.6g}, not 1 (as shares: {shares}); fix them, or set mixture.ratios: true if they are ratios on purpose")
+                self.problem(
+                    moved[0] if moved else key,
+                    f"the weights sum to {total:.6g}, not 1 (as shares: {shares}); fix them, or set mixture.ratios: true if they are ratios on purpose",
+                )
                 ok = False
         return {n: float(w) for n, w in weights.items()} if ok else None
 
@@ -306,7 +396,10 @@ class Checker:
             return
         for k in spec:
             if k not in SCHEDULE_KEYS:
-                self.problem((*key, k), f"unknown schedule key{closest(k, SCHEDULE_KEYS)}; a schedule has: {', '.join(SCHEDULE_KEYS)}")
+                self.problem(
+                    (*key, k),
+                    f"unknown schedule key{closest(k, SCHEDULE_KEYS)}; a schedule has: {', '.join(SCHEDULE_KEYS)}",
+                )
         points = spec.get("breakpoints")
         if not isinstance(points, list) or not points:
             self.problem((*key, "breakpoints"), "a non-empty list of {at: POSITION, weights: {dataset: weight}}")
@@ -320,7 +413,11 @@ class Checker:
             w = self.weights((*here, "weights"), point["weights"], names, ratios)
             if w is not None:
                 out.append((point["at"], w))
-        self.plan.schedule = {"breakpoints": out, "unit": spec.get("unit", "samples"), "interpolate": spec.get("interpolate", "step")}
+        self.plan.schedule = {
+            "breakpoints": out,
+            "unit": spec.get("unit", "samples"),
+            "interpolate": spec.get("interpolate", "step"),
+        }
 
     def fetch(self, raw: Any) -> None:
         section = self._mapping(("fetch",), raw, "fetch")
@@ -343,7 +440,10 @@ class Checker:
             if isinstance(entry, str):
                 entry = {entry: {}}
             if not isinstance(entry, dict) or len(entry) != 1:
-                self.problem(key, f"a step is one operator name with its arguments (- tokenize: {{tokenizer_id: gpt2}}), got {entry!r}")
+                self.problem(
+                    key,
+                    f"a step is one operator name with its arguments (- tokenize: {{tokenizer_id: gpt2}}), got {entry!r}",
+                )
                 continue
             name, args = next(iter(entry.items()))
             here: Key = (*key, name)
@@ -407,7 +507,9 @@ class Checker:
             return
         key: Key = ("world_sizes",)
         if not isinstance(raw, list) or not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in raw):
-            self.problem(key, f"a list of the data-parallel world sizes this recipe will run on (ints >= 1), got {raw!r}")
+            self.problem(
+                key, f"a list of the data-parallel world sizes this recipe will run on (ints >= 1), got {raw!r}"
+            )
             return
         self.plan.world_sizes = list(raw)
         lanes = self.plan.options.get("lanes", 1)

@@ -12,8 +12,11 @@ server, a network client or new virtual environments lives here instead:
   schedule, in front of any object-store emulator (standard library only).
 * :mod:`zephon_testkit.isolated` — build a package of the repository and install it alone into a
   fresh virtual environment, then run a script there (:func:`~zephon_testkit.isolated.check_alone`).
+* :mod:`zephon_testkit.shuffle_quality` — how mixed consecutive samples of a labelled dataset are
+  (distinct labels per window, a chi-square test against the dataset's label frequencies), for
+  the shuffle tests, the shuffle benchmark and users measuring their own data (NumPy only).
 
-Importing this package imports nothing; ``faultproxy`` and ``isolated`` need neither pytest nor moto.
+Importing this package imports nothing; ``faultproxy``, ``isolated`` and ``shuffle_quality`` need neither pytest nor moto.
 """
 
 from __future__ import annotations

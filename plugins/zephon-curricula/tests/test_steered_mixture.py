@@ -1,4 +1,4 @@
-"""Trainer-steered mixtures (issue 12, part 3): ``pipeline.update_mixture`` replayed exactly.
+"""Trainer-steered mixtures: ``pipeline.update_mixture`` replayed exactly.
 
 Updates are made at several global steps — including right before a checkpoint and right after a
 resume — and every run (inline / threads / processes, 1 / 2 / 4 ranks, resumed on another world
@@ -12,21 +12,20 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
+from zephon_curricula import MixtureSchedule, ScheduledMixtureWorkSource
 
 from zephon_core import (
     CheckpointError,
     ConfigError,
     Dataset,
-    MixtureSchedule,
     MixtureSpec,
     Pipeline,
-    ScheduledMixtureWorkSource,
+    SampleBatch,
     StaticMixtureWorkSource,
+    hash_global_batch,
     merge_checkpoints,
 )
 from zephon_core.demo import build, corpus
-from zephon_core.hashing import hash_global_batch
-from zephon_core.runtime.types import SampleBatch
 
 LANES, K = 4, 2
 UPDATES = {
@@ -226,3 +225,16 @@ def test_a_checkpoint_with_a_bad_update_log_is_refused():
     with pytest.raises(CheckpointError, match="unknown datasets"):
         _build(1).options(lanes=LANES, flush_every_k_chunks=K).load_state_dict(worse)
     _build(1).options(lanes=LANES, flush_every_k_chunks=K).load_state_dict(state)
+
+
+def test_merging_ranks_that_disagree_on_the_update_log_is_refused():
+    """One rank steered the mixture, the other did not: taking rank 0's log would resume the other
+    rank's lanes with another run, so ``merge_checkpoints`` names the field and the ranks."""
+    states = []
+    for rank in (0, 1):
+        p = _build(1).options(lanes=LANES, dp_rank=rank, dp_world_size=2, flush_every_k_chunks=K)
+        if rank == 0:
+            p.update_mixture({"paragraphs": 0.1, "sentences": 0.9})
+        states.append(p.state_dict())
+    with pytest.raises(CheckpointError, match=r"disagree on 'source'.*rank\(s\) 0: .*rank\(s\) 1: "):
+        merge_checkpoints(states)

@@ -1,8 +1,9 @@
 """Shuffle quality, measured: how mixed are consecutive samples of a labelled dataset?
 
-Used by ``benchmarks/bench_shuffle.py``, the tests and ``docs/shuffling.md``, and meant for users
-too: label each sample of your dataset by what you fear leaks into training (source file, domain,
-date) and see what a window of consecutive samples holds in each shuffle mode.
+Used by ``benchmarks/bench_shuffle.py``, the shuffle tests and the *Shuffling* guide, and meant for
+users too (``pip install zephon-testkit``; this module needs only NumPy): label each sample of your
+dataset by what you fear leaks into training (source file, domain, date) and see what a window of
+consecutive samples holds in each shuffle mode.
 
 Two figures per window of ``window`` consecutive samples of the source's global sequence:
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zephon_core.work.contract import WorkSource
+from zephon_core import WorkSource
 
 
 def _gamma_q(a: float, x: float) -> float:

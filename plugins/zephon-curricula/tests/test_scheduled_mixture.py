@@ -1,4 +1,4 @@
-"""Scheduled mixtures (issue 12, part 2): weights that follow a schedule fixed in advance.
+"""Scheduled mixtures: weights that follow a schedule fixed in advance.
 
 Chunk ``g`` stays a pure function of the configuration and ``g``; the realised shares track the
 schedule within 1 percentage point in every segment (samples and tokens, step and linear); the
@@ -15,8 +15,9 @@ import time
 
 import numpy as np
 import pytest
+from zephon_curricula import MixtureSchedule, ScheduledMixtureWorkSource
 
-from zephon_core import ConfigError, Dataset, MixtureSchedule, Pipeline, ScheduledMixtureWorkSource
+from zephon_core import ConfigError, Dataset, Pipeline
 from zephon_core.conformance.harness import run_global
 from zephon_core.demo import build, corpus
 

@@ -12,12 +12,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from zephon_stubs.generate import package_stub, pipeline_stub, write_stubs
 
 import zephon_core
 from zephon_core.builder_methods import OperatorMethod
 from zephon_core.pipeline import Options, Pipeline
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
-from zephon_core.stubs import package_stub, pipeline_stub, write_stubs
 
 
 def _class(tree: ast.Module, name: str) -> ast.ClassDef:

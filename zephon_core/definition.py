@@ -1,0 +1,68 @@
+"""What determines a pipeline's data, as JSON: its definition, and the labels a tool adds to it.
+
+The definition is hashed into every checkpoint's fingerprint, so resuming under another definition is
+refused with the differing keys named. :class:`Definition` is a part of
+:class:`~zephon_core.pipeline.Pipeline`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import TYPE_CHECKING, Any, cast
+
+from zephon_core.errors import ConfigError
+from zephon_core.work.contract import WorkSource
+
+if TYPE_CHECKING:
+    from zephon_core.options import Options
+    from zephon_core.pipeline import Pipeline, Step
+
+
+class Definition:
+    """The pipeline's identity (see the module docstring)."""
+
+    if TYPE_CHECKING:  # set by Pipeline.__init__
+        source: WorkSource
+        _opts: Options
+        _labels: dict[str, Any]
+
+        @property
+        def operators(self) -> list[Step]: ...
+
+        def _check_mutable(self) -> None: ...
+
+        def _describe_window(self) -> dict[str, Any]: ...
+
+    def label(self, **labels: Any) -> Pipeline:
+        """Make ``labels`` part of this pipeline's identity: JSON values kept in :meth:`definition`.
+
+        A tool that builds pipelines from a description of its own (a recipe file, a config system)
+        records that description here, so every checkpoint carries it and resuming under an edited
+        description is refused with the differing keys named (``labels.recipe.mixture.seed: ...``).
+        Labels enter the definition only once set, so pipelines without them keep their fingerprint;
+        and a checkpoint whose definition differs from this pipeline's only in that one of the two has
+        no labels at all still resumes it (the data is the same). Later calls add or replace keys.
+
+        Raises:
+            ConfigError: a value that is not JSON-compatible, or the pipeline is already running.
+        """
+        self._check_mutable()
+        for key, value in labels.items():
+            try:
+                json.dumps(value, sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"label {key!r}: the value must be JSON-compatible data ({exc})") from None
+        self._labels = {**self._labels, **labels}
+        return cast("Pipeline", self)  # a part of Pipeline: self is the pipeline
+
+    def definition(self) -> dict[str, Any]:
+        """Everything that determines the data, as JSON (hashed into the checkpoint fingerprint)."""
+        return {
+            "source": self.source.describe(),
+            "operators": [step.describe() for step in self.operators],
+            "lanes": self._opts.lanes,
+            **self._describe_window(),
+            **({"lane_assignment": d} if (d := self._opts.layout().describe()) is not None else {}),
+            **({"labels": copy.deepcopy(self._labels)} if self._labels else {}),
+        }

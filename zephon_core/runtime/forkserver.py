@@ -1,0 +1,90 @@
+"""Starting the processes runner's workers: the fork server and what it preloads.
+
+Workers come from the ``forkserver`` start method where the platform has it (``spawn`` elsewhere): a
+fork server is one clean, single-threaded interpreter started once per training process, which
+imports the script, numpy and the kernel once (plus the first pool's function modules) and then forks
+each worker in milliseconds, where ``spawn`` would boot and import a fresh interpreter per worker.
+A worker that exits before it is ready usually means the script cannot be imported again
+(:func:`_bootstrap_hint` says so). The pool itself is :mod:`zephon_core.runtime.processes`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import multiprocessing as mp
+import sys
+import threading
+from typing import Any
+
+_PRELOAD = ("numpy", "zephon_core.pipeline")
+"""Imported by the fork server before it forks any worker: the kernel's modules and numpy."""
+
+_preload_lock = threading.Lock()
+_preload_done = False
+
+
+def _context(fn_modules: list[str]) -> Any:
+    """The multiprocessing context for workers: forkserver (preloading the first pool's modules), else spawn."""
+    global _preload_done
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    with _preload_lock:
+        if not _preload_done:  # only takes effect if the server is not running yet
+            from multiprocessing import forkserver
+
+            current = list(getattr(getattr(forkserver, "_forkserver", None), "_preload_modules", ["__main__"]))
+            ctx.set_forkserver_preload(list(dict.fromkeys([*current, *_PRELOAD, *fn_modules])))
+            _preload_done = True
+    return ctx
+
+
+def _modules_of(fn: Any, depth: int = 2) -> list[str]:
+    """Modules that unpickling ``fn`` will import, from a shallow walk of the object (its type, its
+    fields, a partial's function): imported as a worker starts so its first task does not pay."""
+    found: dict[str, None] = {}
+    stack: list[tuple[Any, int]] = [(fn, 0)]
+    while stack:
+        obj, d = stack.pop()
+        names = [type(obj).__module__]
+        if callable(obj):
+            names.append(getattr(obj, "__module__", None) or "")
+        for m in names:
+            if m and m not in ("builtins", "__main__", "__mp_main__"):
+                found[m] = None
+        if d >= depth:
+            continue
+        children: list[Any] = []
+        if isinstance(obj, (tuple, list)):
+            children = list(obj[:16])
+        elif isinstance(obj, functools.partial):
+            children = [obj.func, *obj.args[:16]]
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            children = [getattr(obj, f.name) for f in dataclasses.fields(obj)][:16]
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type) and not callable(obj):
+            children = list(vars(obj).values())[:16]
+        stack.extend((c, d + 1) for c in children)
+    return list(found)
+
+
+def _bootstrap_hint() -> str:
+    """Why a worker may exit before it is ready, naming the script when it lacks a ``__main__`` guard."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    base = "it exited while starting, before it could load its worker function"
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                guarded = "__main__" in f.read()
+        except OSError:
+            guarded = True
+        if not guarded:
+            return (
+                f'{base}. Your script {path} has no `if __name__ == "__main__":` guard: every worker process '
+                "imports the script again and re-runs its top level. Put the code that builds and runs the "
+                "pipeline under that guard (or use runner='threads')"
+            )
+    return (
+        f'{base} (see the worker\'s stderr above; a script must guard its top level with `if __name__ == "__main__":`)'
+    )

@@ -1,0 +1,168 @@
+"""Starting a pipeline: its stages planned (fused where allowed), the engine started, its observers attached.
+
+Nothing starts until the first iteration: :meth:`Starting._start` checks the definition, binds the
+active source to this rank's lanes, plans each stage on its runner, starts the
+:class:`~zephon_core.runtime.engine.Engine` and then the metrics reporter and the manifest observer.
+:class:`Starting` is a part of :class:`~zephon_core.pipeline.Pipeline`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from zephon_core.checkpoint.replay import LaneStart
+from zephon_core.errors import ConfigError, PluginError, ZephonError
+from zephon_core.hookspecs import Observer
+from zephon_core.ops.contract import Lineage, Operator
+from zephon_core.runtime.batch import BatchSpec
+from zephon_core.runtime.engine import Engine, StagePlan
+from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
+from zephon_core.runtime.fusion import fuse
+from zephon_core.runtime.lifecycle import weakly
+from zephon_core.runtime.metrics import timed
+from zephon_core.runtime.observers import RecordedIterator, start_observer
+from zephon_core.runtime.reporter import MetricsReporter, start_reporter
+from zephon_core.runtime.runners import Executor, Runner, runner_crosses_processes
+from zephon_core.runtime.types import SampleBatch
+from zephon_core.work.contract import WorkSource, source_info
+from zephon_core.work.lanes import LaneLayout
+
+if TYPE_CHECKING:
+    from zephon_core.options import Options
+    from zephon_core.pipeline import Step
+    from zephon_core.plugins import ZephonPluginManager
+
+
+def _dropped(plan: StagePlan) -> Executor | None:
+    raise ZephonError("the pipeline was dropped while it started")
+
+
+class Starting:
+    """The engine start and its observers (see the module docstring)."""
+
+    if TYPE_CHECKING:  # set by Pipeline.__init__
+        _fetch: FetchStage
+        _ops: list[Operator]
+        _batch: BatchSpec | None
+        _opts: Options
+        _engine: Engine | None
+        _starts: dict[int, LaneStart]
+        _window_chunks: int
+        _reporter: MetricsReporter | None
+        _manifest: Observer | None
+        _delivered: Iterator[SampleBatch] | None
+
+        @property
+        def plugins(self) -> ZephonPluginManager: ...
+
+        @property
+        def operators(self) -> list[Step]: ...
+
+        def _active_source(self) -> WorkSource: ...
+
+        def _feed_source(self, source: WorkSource, layout: LaneLayout) -> WorkSource: ...
+
+        def _validate_steps(self, source: WorkSource) -> None: ...
+
+        def describe_samples(self, lineage: list[Lineage]) -> str: ...
+
+    def _validate(self) -> BatchSpec:
+        self._opts.check()
+        if self._batch is None:
+            raise ConfigError("the pipeline must end with .batch(microbatch_size=...)")
+        for step in self.operators:
+            self.plugins.registry.get("runner", step.runner or self._opts.runner)
+        return self._batch
+
+    # -- running --------------------------------------------------------------------------------
+    def _executor(self, plan: StagePlan) -> Executor | None:
+        if not plan.spec.traits.has_worker:
+            return None
+        fn = plan.spec.worker()
+        if fn is None:
+            raise PluginError(f"operator {plan.spec.name!r} declares a worker but worker() returned None")
+        runner: Runner = self.plugins.registry.get("runner", plan.runner).load()()
+        return runner.start(timed(fn), plan.parallelism, plan.spec.name)
+
+    def _crosses_processes(self, runner: str) -> bool:
+        """Whether this pipeline's runner ``runner`` runs its workers in other processes (fusion, collation, diagnose)."""
+        return runner_crosses_processes(runner, self.plugins)
+
+    def _start(self) -> Engine:
+        batch = self._validate()
+        layout = self._opts.layout()
+        source = self._active_source()
+        info = source_info(source)
+        for op in self._ops:
+            op.setup(info)
+        self._fetch.bind([d.name for d in source.datasets], [d.reader for d in source.datasets])
+        if self._opts.validate != "off":
+            self._validate_steps(source)
+        runner, default_timeout = self._opts.runner, self._opts.timeout_s
+        fetch_timeout = self._fetch.timeout_s or default_timeout or FETCH_TIMEOUT_S
+        plans = [StagePlan(self._fetch, self._fetch.runner or runner, self._fetch.parallelism, fetch_timeout)]
+        plans += [
+            StagePlan(op, op.runner or runner, op.parallelism, op.timeout_s or default_timeout) for op in self._ops
+        ]
+        if self._opts.fuse:
+            plans = fuse(plans, StagePlan, self._crosses_processes)
+        batch_runner = batch.runner or batch.default_runner(runner, self._crosses_processes)
+        batch_plan = StagePlan(batch, batch_runner, batch.parallelism, batch.timeout_s or default_timeout)
+        view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
+        starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
+        self._engine = Engine(
+            self._feed_source(source, layout),
+            self._fetch,
+            plans,
+            batch,
+            batch_plan,
+            layout,
+            self._window_chunks,
+            starts,
+            weakly(self._executor, _dropped),
+            weakly(self.describe_samples, lambda lineage: "(unknown: the pipeline was dropped)"),
+            view,
+            queue_depth=self._opts.queue_depth,
+            max_inflight_bytes=self._opts.max_inflight_bytes,
+            autotune_budget=(self._opts.cpu_budget or len(plans) + 1 + (os.cpu_count() or 1))
+            if self._opts.autotune
+            else None,
+        )
+        if self._opts.trace:
+            self._engine.record_trace()
+        self._start_observers(self._engine, source, layout)
+        return self._engine
+
+    def _start_observers(self, engine: Engine, source: WorkSource, layout: LaneLayout) -> None:
+        """The metrics reporter (when a callback or a ``zephon_metrics`` hook listens) and the manifest writer.
+
+        The manifest writer is the observer a plugin registers for the ``manifest`` option (zephon-observe,
+        through ``zephon_register_observers``), looked up in this pipeline's own plugin manager.
+        """
+        opts = self._opts
+        self._delivered = engine
+        if opts.manifest is not None:
+            try:
+                self._manifest = start_observer(
+                    self.plugins,
+                    "manifest",
+                    opts.manifest,
+                    options=opts,
+                    source=source,
+                    lanes_per_rank=layout.lanes_per_rank,
+                )
+            except BaseException:
+                engine.close()
+                raise
+            self._delivered = RecordedIterator(engine, self._manifest)
+        self._reporter = start_reporter(
+            engine.metrics,
+            engine.ctx.stop,
+            lambda: engine.finished,
+            callback=opts.metrics_callback,
+            hook=getattr(self.plugins.pm.hook, "zephon_metrics", None),
+            every_s=opts.metrics_every_s,
+            labels={"rank": opts.dp_rank, "world_size": opts.dp_world_size},
+        )

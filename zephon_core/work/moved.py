@@ -1,0 +1,45 @@
+"""Kernel modules whose contents moved to a distribution of their own, resolved there lazily.
+
+Scheduled mixtures were kernel modules in 0.1.0 (``zephon_core.work.scheduled`` and
+``zephon_core.work.schedule``) and live in zephon-curricula now. Users' scripts name those modules,
+so each still exists as a few lines that look every name up in its new home on first use (module
+``__getattr__``). The kernel never imports the new home at import time, and does not depend on it:
+without it installed, using a name is a :class:`~zephon_core.errors.PluginError` saying what to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from zephon_core.errors import PluginError
+
+CURRICULA = "zephon-curricula"
+"""The distribution that holds scheduled mixtures (:mod:`zephon_curricula`)."""
+
+
+def home(former: str, target: str, package: str) -> ModuleType:
+    """Import ``target`` (the new home of module ``former``); an error naming ``package`` if it is missing."""
+    top = target.partition(".")[0]
+    try:
+        importlib.import_module(top)
+    except ModuleNotFoundError as exc:
+        if exc.name != top:  # the package is there but something it imports is not: that error is the news
+            raise
+        from zephon_core.plugins import install_hint
+
+        raise PluginError(f"{former} moved to {top}: {install_hint(package)}") from None
+    return importlib.import_module(target)
+
+
+def resolve(former: str, target: str, package: str, name: str, namespace: dict[str, Any]) -> Any:
+    """Module ``former``'s ``name``, looked up in ``target`` and kept in ``namespace`` for the next use."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    try:
+        value = getattr(home(former, target, package), name)
+    except AttributeError:
+        raise AttributeError(f"module {former!r} has no attribute {name!r} (it moved to {target})") from None
+    namespace[name] = value
+    return value
