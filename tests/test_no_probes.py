@@ -54,8 +54,6 @@ ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("zephon_core/__init__.py", DYNAMIC): (1, "lazy re-export of the public names"),
     ("zephon_core/plugin_api.py", DYNAMIC): (1, "lazy re-export of the plugin API"),
     ("zephon_core/conformance/__init__.py", DYNAMIC): (1, "lazy re-export of the conformance suite"),
-    ("zephon_core/storage.py", DYNAMIC): (1, "forwards the 0.1 module to zephon_storage"),
-    ("zephon_core/demo.py", DYNAMIC): (1, "forwards the 0.1 module to zephon_demo"),
     ("zephon_core/work/moved.py", DYNAMIC): (1, "forwards moved modules to their new home"),
     ("zephon_core/builder_methods.py", DYNAMIC): (2, "operator methods dispatch by registered name"),
     ("zephon_core/plugins.py", DYNAMIC): (2, "resolves 'module:attr' references; finds misspelled hooks"),

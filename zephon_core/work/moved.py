@@ -1,8 +1,10 @@
 """Kernel modules whose contents moved to a distribution of their own, resolved there lazily.
 
 Scheduled mixtures were kernel modules in 0.1.0 (``zephon_core.work.scheduled`` and
-``zephon_core.work.schedule``) and live in zephon-curricula now. Users' scripts name those modules,
-so each still exists as a few lines that look every name up in its new home on first use (module
+``zephon_core.work.schedule``) and live in zephon-curricula now; the storage toolkit
+(``zephon_core.storage``) lives in zephon-storage and the kernel demo (``zephon_core.demo``) in
+zephon-demo. Users' scripts (and, for the demo, 0.1.0 fingerprints) name those modules, so each
+still exists as a few lines that look every name up in its new home on first use (module
 ``__getattr__``). The kernel never imports the new home at import time, and does not depend on it:
 without it installed, using a name is a :class:`~zephon_core.errors.PluginError` saying what to install.
 """
@@ -19,27 +21,43 @@ CURRICULA = "zephon-curricula"
 """The distribution that holds scheduled mixtures (:mod:`zephon_curricula`)."""
 
 
-def home(former: str, target: str, package: str) -> ModuleType:
-    """Import ``target`` (the new home of module ``former``); an error naming ``package`` if it is missing."""
+def home(former: str, target: str, package: str, missing: str | None = None) -> ModuleType:
+    """Import ``target`` (the new home of module ``former``); an error naming ``package`` if it is missing.
+
+    ``missing`` leads that error (default: "``former`` moved to <top package>").
+    """
     top = target.partition(".")[0]
     try:
-        importlib.import_module(top)
+        return importlib.import_module(target)
     except ModuleNotFoundError as exc:
-        if exc.name != top:  # the package is there but something it imports is not: that error is the news
+        if exc.name not in (top, target):  # the package is there but something it imports is not: that is the news
             raise
         from zephon_core.plugins import install_hint
 
-        raise PluginError(f"{former} moved to {top}: {install_hint(package)}") from None
-    return importlib.import_module(target)
+        raise PluginError(f"{missing or f'{former} moved to {top}'}: {install_hint(package)}") from None
 
 
-def resolve(former: str, target: str, package: str, name: str, namespace: dict[str, Any]) -> Any:
-    """Module ``former``'s ``name``, looked up in ``target`` and kept in ``namespace`` for the next use."""
+def resolve(
+    former: str,
+    target: str,
+    package: str,
+    name: str,
+    namespace: dict[str, Any],
+    *,
+    missing: str | None = None,
+    see: str | None = None,
+) -> Any:
+    """Module ``former``'s ``name``, looked up in ``target`` and kept in ``namespace`` for the next use.
+
+    ``see`` ends the error for a name the new home lacks (default: "it moved to ``target``").
+    """
     if name.startswith("__"):
         raise AttributeError(name)
     try:
-        value = getattr(home(former, target, package), name)
+        value = getattr(home(former, target, package, missing), name)
     except AttributeError:
-        raise AttributeError(f"module {former!r} has no attribute {name!r} (it moved to {target})") from None
+        raise AttributeError(
+            f"module {former!r} has no attribute {name!r} ({see or f'it moved to {target}'})"
+        ) from None
     namespace[name] = value
     return value

@@ -63,14 +63,14 @@ class _MixAccumulator(Accumulator):
         self._op = op
         n = len(op.weights)
         self._weights = op.weights
-        self._queues: list[collections.deque[tuple[Payload, int, Lineage, Contribution]]] = [
+        # per dataset, in arrival order: (payload, key, lineage, contribution, arrival number, size)
+        self._queues: list[collections.deque[tuple[Payload, int, Lineage, Contribution, int, float]]] = [
             collections.deque() for _ in range(n)
         ]
         self._emitted = [0.0] * n
         self._held = 0
         self._held_tokens = 0.0
         self._arrivals = 0
-        self._sizes: list[collections.deque[tuple[int, float]]] = [collections.deque() for _ in range(n)]
         total = float(sum(self._weights)) or 1.0
         self._shares = [w / total for w in self._weights]
 
@@ -109,7 +109,7 @@ class _MixAccumulator(Accumulator):
         self._held_tokens = 0.0  # empty: drop any floating-point residue of the running sum
 
     def _release_balanced(self, out: Records, drain: bool) -> None:
-        queues, emitted, shares, sizes, op = self._queues, self._emitted, self._shares, self._sizes, self._op
+        queues, emitted, shares, op = self._queues, self._emitted, self._shares, self._op
         n = len(queues)
         while self._held:
             total = sum(emitted)
@@ -117,8 +117,8 @@ class _MixAccumulator(Accumulator):
             for d in range(n):
                 if not queues[d]:
                     continue
-                seq, size = sizes[d][0]
-                contrib = dict(queues[d][0][3])
+                _, _, _, held_contrib, seq, size = queues[d][0]
+                contrib = dict(held_contrib)
                 after = total + size
                 shortfall = max(shares[x] * after - (emitted[x] + contrib.get(x, 0.0)) for x in range(n))
                 cand = (shortfall, seq, d, size)
@@ -138,8 +138,7 @@ class _MixAccumulator(Accumulator):
 
     def _emit(self, d: int, out: Records) -> None:
         """Release the oldest record queued under dataset ``d``."""
-        payload, key, lin, contrib = self._queues[d].popleft()
-        self._sizes[d].popleft()
+        payload, key, lin, contrib, _, _ = self._queues[d].popleft()
         self._held -= 1
         for c, t in contrib:
             self._emitted[c] += t
@@ -154,11 +153,11 @@ class _MixAccumulator(Accumulator):
         for payload, key, lin in zip(records.payloads, records.keys, records.lineage):
             contrib = self._contribution(payload, lin)
             primary = max(contrib, key=lambda ct: (ct[1], -ct[0]))[0]
-            queues[primary].append((payload, key, lin, contrib))
-            self._sizes[primary].append((self._arrivals, float(sum(t for _, t in contrib))))
+            size = float(sum(t for _, t in contrib))
+            queues[primary].append((payload, key, lin, contrib, self._arrivals, size))
             self._arrivals += 1
             self._held += 1
-            self._held_tokens += sum(t for _, t in contrib)
+            self._held_tokens += size
             self._release(out, drain=False)  # per record, so grouping cannot change the order
         return [out] if (out.payloads or out.dropped) else []
 
