@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
-from zephon_core.ops.stateful import Emit, take_sources
+from zephon_core.defaults.operators.stateful import Emit, take_sources
 
 ROW = 2048
 

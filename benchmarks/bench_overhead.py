@@ -13,10 +13,21 @@ Cases:
 * **T**: fetch + ``batch(32)`` of 1 KB text records from memory (``Dataset.from_records``); the
   plain loop stacks the same records (a fixed-width unicode array, as the default collation makes).
 
-Systems: ``plain`` (the loop above), ``threads`` and ``processes`` (``options(runner=...)``, every
-step ``parallelism=2``). ``--base DIR`` adds ``threads@base`` and ``processes@base``: the same
-pipelines with ``PYTHONPATH=DIR`` (e.g. an unpacked ``git archive`` of an earlier commit), so a
-change is measured against its baseline in the same time window.
+The plain loop visits the rows in a seeded random order (a permutation, then each batch's rows
+gathered by index), since a pipeline shuffles too: it is the cost of "shuffle and stack the same
+records" in plain Python, which is what the loader's own overhead is measured against.
+
+Systems: ``plain`` (the loop above), ``threads``, ``inline`` and ``processes``
+(``options(runner=...)``, every step ``parallelism=2``). ``--base DIR`` adds ``threads@base``,
+``inline@base`` and ``processes@base``: the same pipelines with ``PYTHONPATH=DIR`` (e.g. an
+unpacked ``git archive`` of an earlier commit), so a change is measured against its baseline in
+the same time window. The machine's load average (``os.getloadavg``) is printed with every figure:
+on a shared machine samples/s move with it, CPU per sample much less.
+
+``--ref-python PY`` adds ``ref`` to case T: the same fetch + ``batch(32)`` of the same records in
+the reference implementation (``zephon==0.2.0``, installed in its own venv, whose interpreter is
+``PY``), which yields records, not arrays: the benchmark stacks them as the plain loop does. Its
+CPU is the training process's only (``time.process_time``; that venv has no psutil).
 
 Each (case, system) runs in a fresh process; rounds are interleaved (every system once, then again,
 in a rotated order) and the table shows medians. A run measures its steady state: the first
@@ -152,10 +163,12 @@ def _cpu() -> tuple[float, float]:
 def run_plain(case: str, data: Path, warmup: int, samples: int) -> dict[str, float]:
     rows = parquet_rows(data) if case == "A" else text_records(warmup + samples + 64 * BATCH)
     fn = decode if case == "A" else None
+    order = np.random.default_rng(0).permutation(len(rows)).tolist()  # the shuffle a pipeline does too
     held: list[dict[str, Any]] = []
     n = 0
     t0 = c0 = 0.0
-    for row in rows:
+    for i in order:
+        row = rows[i]
         held.append(fn(row) if fn is not None else row)
         if len(held) == BATCH:
             plain_collate(held)
@@ -207,6 +220,28 @@ def run_zephon(case: str, runner: str, data: Path, warmup: int, samples: int) ->
     }
 
 
+def run_ref(warmup: int, samples: int) -> dict[str, Any]:
+    """Case T on the reference implementation (``zephon==0.2.0``: another API, records out)."""
+    import zephon  # type: ignore[import-not-found]
+
+    recs = text_records(warmup + samples + 64 * BATCH)
+    shards = {i: zephon.InMemoryShard(recs[i * 4096 : (i + 1) * 4096]) for i in range(-(-len(recs) // 4096))}
+    ds = zephon.Dataset.from_dict("text", shards)
+    ws = zephon.StaticMixtureWorkSource([ds], mixture=zephon.MixtureSpec({"text": 1.0}), chunk_size=1024, seed=0)
+    n = n0 = 0
+    t0 = c0 = 0.0
+    for b in zephon.Pipeline(ws).fetch(parallelism=PARALLELISM).batch(BATCH):
+        plain_collate([r.payload for r in b.records])
+        n += len(b)
+        if not n0 and n >= warmup:
+            n0, t0, c0 = n, time.perf_counter(), time.process_time()
+        if n0 and n - n0 >= samples:
+            break
+    counted = n - n0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"samples": counted, "sps": counted / wall, "own_ms": 1e3 * cpu / counted, "kids_ms": 0.0}
+
+
 TEXT_SCALE = 20
 """Case T is ~100x cheaper per sample than A: it counts this many times more samples (a window of
 2,000 such samples would last a few milliseconds, shorter than the CPU clock's resolution)."""
@@ -219,6 +254,8 @@ def child(args: argparse.Namespace) -> None:
         args.warmup, args.samples = args.warmup * TEXT_SCALE, args.samples * TEXT_SCALE
     if system == "plain":
         out: dict[str, Any] = run_plain(case, data, args.warmup, args.samples)
+    elif system == "ref":
+        out = run_ref(args.warmup, args.samples)
     else:
         out = run_zephon(case, system.split("@")[0], data, args.warmup, args.samples)
     print("RESULT " + json.dumps(out), flush=True)
@@ -233,7 +270,8 @@ def measure(case: str, system: str, data: Path, args: argparse.Namespace) -> dic
     env = dict(os.environ)
     if system.endswith("@base"):
         env["PYTHONPATH"] = os.pathsep.join([args.base, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    cmd = [sys.executable, __file__, "--child", f"{case}:{system}", "--data", str(data)]
+    python = args.ref_python if system == "ref" else sys.executable
+    cmd = [python, __file__, "--child", f"{case}:{system}", "--data", str(data)]
     cmd += ["--warmup", str(args.warmup), "--samples", str(args.samples)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     for line in proc.stdout.splitlines():
@@ -243,6 +281,11 @@ def measure(case: str, system: str, data: Path, args: argparse.Namespace) -> dic
     return None
 
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages, as ``uptime`` shows them."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="100-sample warm-up, 600 samples, 1 round")
@@ -250,8 +293,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--systems", default="plain,threads,processes")
-    ap.add_argument("--base", default=None, help="a kernel tree to compare against (adds threads@base, processes@base)")
+    ap.add_argument("--systems", default="plain,threads,inline,processes")
+    ap.add_argument("--base", default=None, help="a kernel tree to compare against (adds <runner>@base systems)")
+    ap.add_argument("--ref-python", default=None, help="interpreter of a venv with zephon==0.2.0 (adds ref to case T)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--data", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -268,7 +312,11 @@ def main() -> None:
     if args.base:
         if not Path(args.base, "zephon_core").is_dir():
             ap.error(f"--base {args.base}: no zephon_core package in that folder")
-        systems += [f"{s}@base" for s in systems if s in ("threads", "processes")]
+        systems += [f"{s}@base" for s in systems if s in ("threads", "inline", "processes")]
+    if args.ref_python:
+        if not Path(args.ref_python).is_file():
+            ap.error(f"--ref-python {args.ref_python}: no such interpreter")
+        systems.append("ref")
     cores = os.cpu_count() or 1
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="zephon-bench-overhead-") as tmp:
@@ -279,15 +327,21 @@ def main() -> None:
             order = systems[r % len(systems) :] + systems[: r % len(systems)]
             for case in cases:
                 for system in order:
+                    if system == "ref" and case != "T":
+                        continue
                     res = measure(case, system, data, args)
                     if res is not None:
                         results.setdefault((case, system), []).append(res)
                         print(
                             f"  round {r + 1} {case} {system:15s} {res['sps']:>10,.0f} samples/s  "
-                            f"cpu {1e3 * (res['own_ms'] + res['kids_ms']):.2f} us/sample",
+                            f"cpu {1e3 * (res['own_ms'] + res['kids_ms']):.2f} us/sample  load {_load()}",
                             flush=True,
                         )
-    print(f"\n{cores} cores; medians of {args.rounds} round(s); {args.samples} samples after {args.warmup}")
+    scale = f" (case T: {args.samples * TEXT_SCALE} after {args.warmup * TEXT_SCALE})" if "T" in cases else ""
+    print(
+        f"\n{cores} cores; medians of {args.rounds} round(s); {args.samples} samples after {args.warmup}{scale}; "
+        f"load average at the end {_load()}"
+    )
     head = (
         "| case | system | samples/s | vs limit | vs plain loop | CPU us/sample: training | workers | total "
         "| total vs plain |"
@@ -317,6 +371,13 @@ def main() -> None:
                 f"| {1e3 * total:.2f} "
                 f"| {vs_cpu} |"
             )
+    ref = results.get(("T", "ref"))
+    if ref:  # samples/s against the reference implementation, in the same run
+        ref_sps = statistics.median(r["sps"] for r in ref)
+        for system in systems:
+            rs = results.get(("T", system))
+            if rs and system != "ref":
+                print(f"T: {system} vs ref (zephon 0.2.0): {statistics.median(r['sps'] for r in rs) / ref_sps:.2f}x")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import pytest
 
 from zephon_core import ConfigError, Dataset, Operator, Pipeline, StaticMixtureWorkSource, hookimpl
 from zephon_core.builder_methods import Unchanged
-from zephon_core.ops.mapping import MapTransform
+from zephon_core.defaults.operators.mapping import MapTransform
 from zephon_core.pipeline import Options
 from zephon_core.plugins import ZephonPluginManager
 

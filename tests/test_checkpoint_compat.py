@@ -31,9 +31,9 @@ from tests.data.checkpoints_0_1_0.builders import CASES, Case, build_kernel_demo
 from zephon_core import merge_checkpoints
 from zephon_core.checkpoint import diff_definitions, fingerprint
 from zephon_core.conformance.harness import run_global
+from zephon_core.defaults.operators.shuffle import Shuffle
 from zephon_core.errors import CheckpointError
 from zephon_core.ops.contract import callable_name
-from zephon_core.ops.shuffle import Shuffle
 from zephon_core.pipeline import Pipeline
 from zephon_core.runtime.batch import default_collate
 

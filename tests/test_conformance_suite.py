@@ -180,9 +180,9 @@ def test_lineage_rule_rejects_crediting_only_recent_inputs(tmp_path):
         "import functools, pytest",
         "from zephon_core.conformance import OperatorConformance",
         "from zephon_core.conformance import samples as s",
-        "from zephon_core.ops.mapping import FlatMap, MapTransform",
-        "from zephon_core.ops.shuffle import Shuffle",
-        "from zephon_core.ops.stateful import StatefulTransform",
+        "from zephon_core.defaults.operators.mapping import FlatMap, MapTransform",
+        "from zephon_core.defaults.operators.shuffle import Shuffle",
+        "from zephon_core.defaults.operators.stateful import StatefulTransform",
         "import tests.broken_operators as b",
     ]
     for name, factory in subjects.items():

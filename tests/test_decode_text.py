@@ -10,7 +10,7 @@ import pytest
 from zephon_core import ConfigError, Dataset, OperatorError, Pipeline, StaticMixtureWorkSource
 from zephon_core.conformance import OperatorConformance
 from zephon_core.conformance.samples import text_records
-from zephon_core.ops.text import DecodeText
+from zephon_core.defaults.operators.text import DecodeText
 
 
 def _run(records: list[dict], **kw) -> list[str]:

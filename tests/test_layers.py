@@ -53,8 +53,19 @@ LAYERS: Layers = (
             "zephon_core.work.readers",
         ),
     ),
-    ("registry", ("zephon_core.plugins", "zephon_core._builtins")),
-    ("built-ins", ("zephon_core.ops.*", "zephon_core.work.*")),
+    (
+        "registry",
+        (
+            "zephon_core.plugins",
+            "zephon_core._kernel",
+            "zephon_core.defaults",
+            "zephon_core.defaults.memory",
+            "zephon_core.defaults.operators",
+            "zephon_core.defaults.sources",
+        ),
+    ),
+    ("work", ("zephon_core.ops.*", "zephon_core.work.*")),
+    ("defaults", ("zephon_core.defaults.*",)),
     ("checkpoint", ("zephon_core.checkpoint", "zephon_core.checkpoint.*")),
     ("runtime", ("zephon_core.runtime", "zephon_core.runtime.*")),
     (
@@ -66,7 +77,6 @@ LAYERS: Layers = (
             "zephon_core.definition",
             "zephon_core.binding",
             "zephon_core.starting",
-            "zephon_core.step_validation",
             "zephon_core.answers",
             "zephon_core.steering",
             "zephon_core.checkpointing",
@@ -86,7 +96,7 @@ LAYERS: Layers = (
             "zephon_core.demo",
             "zephon_core.progress",
             "zephon_core.storage",
-            "zephon_core.validation",
+            "zephon_core.validation",  # forwards, lazily, to zephon-observe's run-time validation
         ),
     ),
 )
@@ -95,19 +105,24 @@ LAYERS: Layers = (
 * foundation — the error hierarchy and the stable hashes everything else is built on;
 * contracts — what operators, readers and work sources promise each other (``ops.contract``,
   ``work.contract``, ``work.readers``, sample ids) and the plugin hooks;
-* registry — the plugin manager and the kernel's own registrations;
-* built-ins — the operators, work sources and shuffles that implement the contracts (readers on
-  storage are zephon-storage's and its plugins'; scheduled mixtures are zephon-curricula's, and
-  ``work.moved`` resolves their 0.1.0 module names there lazily);
+* registry — the plugin manager, the kernel's own registrations (runners, commands) and the hook
+  modules of the default plugins (``zephon_core.defaults`` and its plugin packages, which register
+  lazy factory strings only);
+* work — what every work source uses (datasets, lanes, chunk sizing, prefetch), and the 0.1.0
+  module paths that now only forward: ``work.moved`` resolves them lazily in their new homes (the
+  default plugins; scheduled mixtures in zephon-curricula);
+* defaults — the default plugins' code: the built-in operators and the static mixture work source
+  with its shuffles, exhaustion policies and steering gate, implementing the contracts like any
+  plugin's (readers on storage are zephon-storage's and its plugins');
 * checkpoint — the checkpoint format: its schema, fingerprint, rank merge and files, and replay (how a
   lane resumes from it, which the runtime's stages use);
 * runtime — runners, stages, the engine, and the observers it hands delivered batches to (the
   provenance manifest itself is zephon-observe's);
 * builder — ``Pipeline``, its parts (options, source binding, answers, steering, its side of
   checkpoints) and its plugin builder methods;
-* surface — what is built on a pipeline: the CLI, run-time validation, the conformance suite and
-  test helpers, and the lazy re-export modules (``zephon_core``,
-  ``zephon_core.plugin_api``), whose own imports are all under ``TYPE_CHECKING``.
+* surface — what is built on a pipeline: the CLI, the conformance suite and test helpers, and the
+  lazy re-export modules (``zephon_core``, ``zephon_core.plugin_api``: their own imports are all
+  under ``TYPE_CHECKING``; ``validation`` forwards to zephon-observe's run-time validation).
 """
 
 KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset()
@@ -123,13 +138,11 @@ DEFERRED_UPWARD: frozenset[tuple[str, str]] = frozenset(
         # Type annotations only: the contracts name the built-in classes their methods accept or return.
         ("zephon_core.ops.contract", "zephon_core.work.dataset"),
         ("zephon_core.work.contract", "zephon_core.work.dataset"),
-        ("zephon_core.work.contract", "zephon_core.work.exhaustion"),
+        ("zephon_core.work.contract", "zephon_core.defaults.sources.exhaustion"),
         ("zephon_core.hookspecs", "zephon_core.plugins"),  # the manager a hook may be handed
         # ... and what an observer is handed: each delivered batch, and the run's options.
         ("zephon_core.hookspecs", "zephon_core.runtime.types"),
         ("zephon_core.hookspecs", "zephon_core.options"),
-        # options(validate=...) runs the conformance rules on the pipeline's own operators, only when asked.
-        ("zephon_core.step_validation", "zephon_core.validation"),
     }
 )
 """Upward imports inside a function or under ``TYPE_CHECKING``, ``(importer, imported)``: they do not

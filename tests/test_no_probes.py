@@ -56,11 +56,12 @@ ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("zephon_core/conformance/__init__.py", DYNAMIC): (1, "lazy re-export of the conformance suite"),
     ("zephon_core/work/moved.py", DYNAMIC): (1, "forwards moved modules to their new home"),
     ("zephon_core/builder_methods.py", DYNAMIC): (2, "operator methods dispatch by registered name"),
-    ("zephon_core/plugins.py", DYNAMIC): (2, "resolves 'module:attr' references; finds misspelled hooks"),
+    ("zephon_core/plugins.py", DYNAMIC): (3, "resolves 'module:attr' references; finds misspelled hooks; hook by kind"),
+    ("zephon_core/defaults/__init__.py", DYNAMIC): (1, "a default plugin's registration hook by kind"),
     ("zephon_core/plugins.py", "relpath"): (1, "fsspec filesystems without relpath (third-party API)"),
     ("zephon_core/runtime/lifecycle.py", DYNAMIC): (1, "iterator proxy forwards to the engine"),
     ("zephon_core/work/prefetch.py", DYNAMIC): (1, "work-source proxy forwards to the source"),
-    ("zephon_core/work/steering.py", DYNAMIC): (1, "work-source proxy forwards to the source"),
+    ("zephon_core/defaults/sources/steering.py", DYNAMIC): (1, "work-source proxy forwards to the source"),
     ("zephon_core/work/contract.py", DYNAMIC): (1, "names the required members a non-WorkSource lacks"),
     ("zephon_core/checkpoint/schema.py", DYNAMIC): (2, "reads a dataclass's fields by name"),
     ("zephon_core/work/dataset.py", "_ends"): (1, "cache a Dataset pickled by 0.1 lacks"),
@@ -163,9 +164,9 @@ def test_the_protocols_that_replaced_probes_answer_as_the_probes_did() -> None:
 
     import numpy as np
 
+    from zephon_core.defaults.operators.mapping import PassThrough
     from zephon_core.hookspecs import DeclaresContract
     from zephon_core.ops.contract import Records, ReportsState
-    from zephon_core.ops.mapping import PassThrough
     from zephon_core.runtime.flow import message_nbytes
     from zephon_core.runtime.types import SampleBatch
     from zephon_core.work.readers import MemoryReader, prefetches

@@ -6,8 +6,8 @@ provenance manifest, the stub generator and the demos are for other moments, and
 unimported until it is used, so a job neither pays for them nor breaks when one of them does.
 Packages' ``plugin`` modules, which only register names, may be imported: every pipeline builds
 its plugin manager. The probe runs in a fresh interpreter with every installed plugin, and is
-shown to see such modules when they are used (``options(validate="warn")`` loads the validation
-probe and the conformance suite).
+shown to see such modules when they are used (``options(validate="warn")`` loads zephon-observe's
+validation probe and the conformance suite).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ NOT_FOR_A_PLAIN_RUN = (
     "zephon_stubs.generate",
     "zephon_stubs.command",
     "zephon_observe.manifest",
+    "zephon_observe.validation",
+    "zephon_observe.autotune",
     "zephon_observe.profile",
     "zephon_observe.export",
     "zephon_storage.cli_data",
@@ -69,4 +71,4 @@ def test_a_plain_pipeline_run_imports_none_of_them(tmp_path: Path) -> None:
     plain, validated = json.loads(out.stdout.strip().splitlines()[-1])
     assert plain == [], f"a plain pipeline run imported {plain}"
     # The probe sees them when they are used: the run with validation loads its probe and the suite.
-    assert "zephon_core.validation" in validated and any(m.startswith("zephon_core.conformance") for m in validated)
+    assert "zephon_observe.validation" in validated and any(m.startswith("zephon_core.conformance") for m in validated)

@@ -180,7 +180,7 @@ def _heavy_imports_of(module: str) -> list[str]:
 def test_importing_the_plugin_api_imports_no_numerical_library() -> None:
     assert _heavy_imports_of("zephon_core.plugin_api") == []
     # The probe does see one where there is one: the module behind MapTransform imports numpy.
-    assert "numpy" in _heavy_imports_of("zephon_core.ops.mapping")
+    assert "numpy" in _heavy_imports_of("zephon_core.defaults.operators.mapping")
 
 
 def test_the_reference_page_lists_exactly_the_plugin_api() -> None:

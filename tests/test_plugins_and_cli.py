@@ -13,8 +13,8 @@ import pytest
 import zephon_core.plugins as plugins_module
 from zephon_core import Dataset, Pipeline, PluginError, StaticMixtureWorkSource, hookimpl
 from zephon_core.cli import main as cli_main
+from zephon_core.defaults.operators.mapping import MapTransform
 from zephon_core.hookspecs import DemoRegister, ReaderRegister, Register
-from zephon_core.ops.mapping import MapTransform
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager, entrypoint_plugins
 
 
@@ -207,7 +207,7 @@ from zephon_core.hookspecs import hookimpl
 
 @hookimpl
 def zephon_register_operators(register):
-    register(name="fake_op", factory="zephon_core.ops.mapping:MapTransform", description="from a dist")
+    register(name="fake_op", factory="zephon_core.defaults.operators.mapping:MapTransform", description="from a dist")
 
 def _hello(argv, *, plugins):
     print("hello from the fake demo", argv, "fake_op" in plugins.registry.names("operator"))

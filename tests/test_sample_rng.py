@@ -17,10 +17,10 @@ import pytest
 from zephon_core import Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource
 from zephon_core.conformance import OperatorConformance
 from zephon_core.conformance.harness import run_global
+from zephon_core.defaults.operators.mapping import FlatMap, MapTransform, rng_base, sample_rng
+from zephon_core.defaults.operators.stateful import StatefulTransform
 from zephon_core.errors import ConfigError, OperatorError
 from zephon_core.hashing import mix64, stable_hash64
-from zephon_core.ops.mapping import FlatMap, MapTransform, rng_base, sample_rng
-from zephon_core.ops.stateful import StatefulTransform
 from zephon_core.work.ids import DATASET_SHIFT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -297,7 +297,7 @@ def test_rule_3_still_rejects_the_global_numpy_generator(tmp_path):
         "import functools, pytest\n"
         "from zephon_core.conformance import OperatorConformance\n"
         "from zephon_core.conformance.samples import text_records\n"
-        "from zephon_core.ops.mapping import MapTransform\n"
+        "from zephon_core.defaults.operators.mapping import MapTransform\n"
         "import tests.test_sample_rng as t\n"
         "class TestGlobalNumpy(OperatorConformance):\n"
         "    @pytest.fixture\n"

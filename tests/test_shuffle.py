@@ -9,10 +9,10 @@ import pytest
 from zephon_testkit.shuffle_quality import chi2_sf, files_per_chunk, source_labels, window_quality
 
 from zephon_core import ConfigError, Dataset, MixtureSpec, Pipeline, StaticMixtureWorkSource, hash_arrays
-from zephon_core.work.feistel import FeistelPermutation
-from zephon_core.work.permutation import BlockShuffle
+from zephon_core.defaults.sources.feistel import FeistelPermutation
+from zephon_core.defaults.sources.permutation import BlockShuffle
+from zephon_core.defaults.sources.shuffle import AUTO_MAX_GROUP, AUTO_SHARDS, auto_group, make_order
 from zephon_core.work.readers import MemoryReader
-from zephon_core.work.shuffle import AUTO_MAX_GROUP, AUTO_SHARDS, auto_group, make_order
 
 MODES = ["shard", 700, "auto", "global"]
 
@@ -156,3 +156,19 @@ def test_readers_prefetch_exactly_the_shards_of_each_lanes_next_chunk():
     # every chunk but each lane's first is announced, with exactly the shards it reads
     expected = [sorted(set(ws.chunk(g).shard.tolist())) for g in range(lanes, ws.num_chunks)]
     assert sorted(reader.prefetched) == sorted(expected)
+
+
+def test_a_lanes_next_chunks_are_announced_several_ahead():
+    """A distant store needs time: handing out a lane's chunk announces that lane's next several chunks."""
+    from zephon_core.work.prefetch import LOOKAHEAD_CHUNKS, with_lookahead
+
+    records = [{"label": i // 100} for i in range(8000)]
+    reader = _RecordingReader(records, 100)
+    ws = StaticMixtureWorkSource([Dataset("d", reader)], chunk_size=64, seed=2)
+    lanes = 2
+    fed = with_lookahead(ws, lanes)
+    assert fed.chunk(0) is not None
+    ahead = [sorted(set(ws.chunk(k * lanes).shard.tolist())) for k in range(1, LOOKAHEAD_CHUNKS + 1)]
+    assert LOOKAHEAD_CHUNKS >= 4 and reader.prefetched == ahead
+    assert fed.chunk(lanes) is not None  # the next one announces only the chunk that entered the horizon
+    assert reader.prefetched[len(ahead) :] == [sorted(set(ws.chunk((LOOKAHEAD_CHUNKS + 1) * lanes).shard.tolist()))]

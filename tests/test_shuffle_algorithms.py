@@ -9,8 +9,8 @@ import pytest
 
 from zephon_core import ConfigError, Dataset, Pipeline, StaticMixtureWorkSource
 from zephon_core.conformance import OperatorConformance
+from zephon_core.defaults.operators.shuffle import Shuffle
 from zephon_core.ops.contract import Records
-from zephon_core.ops.shuffle import Shuffle
 
 
 def _records(start: int, n: int) -> Records:
@@ -57,6 +57,15 @@ class TestBlockShuffleConformance(OperatorConformance):
     @pytest.fixture
     def operator_factory(self):
         return functools.partial(Shuffle, 16, seed=3, algorithm="block")
+
+    @pytest.fixture
+    def sample_records(self):
+        # 40 records per lane on the suite's 4 lanes (more than a flush window of 2 chunks of 16) and
+        # 79 global steps on the 2 lanes of the every-cut-point resume, so all its cuts (up to step 61)
+        # happen; the suite's default 480 only lengthens each of its 40 replays to the end.
+        from zephon_core.conformance.samples import text_records
+
+        return text_records(160)
 
 
 @pytest.mark.slow  # deselected by `-m "not slow"`, which overrides the default `-m "not exhaustive"`

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from zephon_core import ConfigError, Emit, Records, take_sources
+from zephon_core.defaults.operators.stateful import StatefulTransform
 from zephon_core.demo import ROW, concat_flush, concat_init, concat_push
-from zephon_core.ops.stateful import StatefulTransform
 
 
 def _records(payloads: list[dict[str, Any]], first: int = 0) -> Records:

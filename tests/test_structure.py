@@ -148,7 +148,7 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path) -> None:
 
 def _kernel_core_files() -> list[Path]:
     core = ROOT / "zephon_core"
-    parts = ("options", "definition", "binding", "starting", "step_validation", "answers", "steering", "checkpointing")
+    parts = ("options", "definition", "binding", "starting", "answers", "steering", "checkpointing")
     builder = [core / f"{m}.py" for m in ("pipeline", *parts)]
     return [*builder, *sorted((core / "runtime").glob("*.py")), *sorted((core / "conformance").glob("*.py"))]
 
@@ -164,7 +164,7 @@ TYPE_IGNORE_EXCEPTIONS: dict[str, int] = {
     # Assigning ``__signature__`` on a function object, which typeshed does not declare.
     "zephon_core/builder_methods.py": 2,
     # Appending to ``out.task`` / ``out.payloads`` after a runtime check mypy cannot narrow on.
-    "zephon_core/ops/stateful.py": 2,
+    "zephon_core/defaults/operators/stateful.py": 2,
 }
 """The kernel's ``type: ignore`` comments today, per file: a count may only go down."""
 
@@ -191,17 +191,17 @@ def test_no_new_type_ignore_in_the_kernel() -> None:
 
 
 def test_the_type_ignore_rule_fails_on_a_new_one() -> None:
-    clean = {"zephon_core/pipeline.py": "x = 1\n", "zephon_core/ops/stateful.py": "a  # type: ignore[x]\n" * 2}
+    clean = {"zephon_core/pipeline.py": "x = 1\n", "zephon_core/defaults/operators/stateful.py": "a  # type: ignore[x]\n" * 2}
     assert _type_ignores(clean, TYPE_IGNORE_EXCEPTIONS) == []
     new = {**clean, "zephon_core/pipeline.py": "x = 1\ny = f()  # type: ignore[no-any-return]\n"}
     assert _type_ignores(new, TYPE_IGNORE_EXCEPTIONS) == [
         "zephon_core/pipeline.py:2: type: ignore (1 in the file, 0 allowed)"
     ]
-    one_more = {**clean, "zephon_core/ops/stateful.py": "a  #type:ignore\n" * 3}
+    one_more = {**clean, "zephon_core/defaults/operators/stateful.py": "a  #type:ignore\n" * 3}
     assert len(_type_ignores(one_more, TYPE_IGNORE_EXCEPTIONS)) == 3
-    fewer = {**clean, "zephon_core/ops/stateful.py": "a\n"}
+    fewer = {**clean, "zephon_core/defaults/operators/stateful.py": "a\n"}
     assert _type_ignores(fewer, TYPE_IGNORE_EXCEPTIONS) == [
-        "zephon_core/ops/stateful.py: 0 type: ignore left, TYPE_IGNORE_EXCEPTIONS allows 2: lower it"
+        "zephon_core/defaults/operators/stateful.py: 0 type: ignore left, TYPE_IGNORE_EXCEPTIONS allows 2: lower it"
     ]
 
 
@@ -218,9 +218,9 @@ def test_plugins_import_only_public_kernel_names() -> None:
 @pytest.mark.parametrize(
     ("snippet", "message"),
     [
-        ("from zephon_core import _builtins\n", "imports the private name zephon_core._builtins"),
-        ("import zephon_core._builtins\n", "imports the private module zephon_core._builtins"),
-        ("from zephon_core._builtins import x\n", "imports from the private module zephon_core._builtins"),
+        ("from zephon_core import _kernel\n", "imports the private name zephon_core._kernel"),
+        ("import zephon_core._kernel\n", "imports the private module zephon_core._kernel"),
+        ("from zephon_core._kernel import x\n", "imports from the private module zephon_core._kernel"),
         ("def f():\n    from zephon_core.plugin_api import _EXPORTS\n", "imports the private name zephon_core.plugin_api._EXPORTS"),
         ("from zephon_core.plugin_api import Stage\n", "imports zephon_core.plugin_api.Stage, which zephon_core.plugin_api.__all__ does not list"),
         ("from zephon_core import runtime\n", "imports zephon_core.runtime, which zephon_core.__all__ does not list"),

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from zephon_core.defaults.operators.mapping import MapTransform
 from zephon_core.ops.contract import Records
-from zephon_core.ops.mapping import MapTransform
 from zephon_core.runtime.context import Context
 from zephon_core.runtime.messages import STOP_MESSAGE, Kind, Message
 from zephon_core.runtime.runners import ThreadRunner

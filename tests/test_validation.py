@@ -78,10 +78,10 @@ def test_the_probe_passes_every_kernel_builtin_operator_directly():
     import functools
 
     from zephon_core.conformance.driver import records_from
-    from zephon_core.ops.mapping import FlatMap, MapTransform
-    from zephon_core.ops.shuffle import Shuffle
-    from zephon_core.ops.stateful import StatefulTransform
-    from zephon_core.ops.text import DecodeText
+    from zephon_core.defaults.operators.mapping import FlatMap, MapTransform
+    from zephon_core.defaults.operators.shuffle import Shuffle
+    from zephon_core.defaults.operators.stateful import StatefulTransform
+    from zephon_core.defaults.operators.text import DecodeText
     from zephon_core.validation import PROBE_RECORDS, probe_operator
 
     records = records_from(text_records(PROBE_RECORDS))

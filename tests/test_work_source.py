@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from zephon_core import ConfigError, Dataset, MixtureSpec, StaticMixtureWorkSource
-from zephon_core.work.mixture import RoundRobinSchedule
-from zephon_core.work.permutation import BlockShuffle
+from zephon_core.defaults.sources.mixture import RoundRobinSchedule
+from zephon_core.defaults.sources.permutation import BlockShuffle
 
 
 def _ds(name: str, n: int, shard: int = 100) -> Dataset:

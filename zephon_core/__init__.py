@@ -11,8 +11,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Dataset": "zephon_core.work.dataset",
-    "MixtureSpec": "zephon_core.work.mixture",
-    "StaticMixtureWorkSource": "zephon_core.work.source",
+    "MixtureSpec": "zephon_core.defaults.sources.mixture",
+    "StaticMixtureWorkSource": "zephon_core.defaults.sources.static_mixture",
     "ScheduledMixtureWorkSource": "zephon_core.work.scheduled",
     "MixtureSchedule": "zephon_core.work.schedule",
     "WorkSource": "zephon_core.work.contract",
@@ -36,8 +36,8 @@ _EXPORTS = {
     "Records": "zephon_core.ops.contract",
     "Work": "zephon_core.ops.contract",
     "Traits": "zephon_core.ops.contract",
-    "Emit": "zephon_core.ops.stateful",
-    "take_sources": "zephon_core.ops.stateful",
+    "Emit": "zephon_core.defaults.operators.stateful",
+    "take_sources": "zephon_core.defaults.operators.stateful",
     "hookimpl": "zephon_core.hookspecs",
     "PLUGIN_CONTRACT": "zephon_core.hookspecs",
     "hash_arrays": "zephon_core.hashing",
@@ -72,6 +72,9 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from zephon_core.checkpoint import load_merged_state, merge_checkpoints, save_rank_state
+    from zephon_core.defaults.operators.stateful import Emit, take_sources
+    from zephon_core.defaults.sources.mixture import MixtureSpec
+    from zephon_core.defaults.sources.static_mixture import StaticMixtureWorkSource
     from zephon_core.errors import (
         CheckpointError,
         ConfigError,
@@ -85,15 +88,12 @@ if TYPE_CHECKING:
     from zephon_core.hashing import hash_arrays, hash_global_batch
     from zephon_core.hookspecs import PLUGIN_CONTRACT, hookimpl
     from zephon_core.ops.contract import Accumulator, Operator, Records, Traits, Work
-    from zephon_core.ops.stateful import Emit, take_sources
     from zephon_core.pipeline import Options, Pipeline
     from zephon_core.runtime.types import SampleBatch
     from zephon_core.work.contract import BaseWorkSource, Chunk, Pointer, SourceInfo, WorkSource
     from zephon_core.work.dataset import Dataset
     from zephon_core.work.ids import dataset_of, sample_id
     from zephon_core.work.lanes import LaneLayout
-    from zephon_core.work.mixture import MixtureSpec
     from zephon_core.work.readers import Reader, ShardInfo
     from zephon_core.work.schedule import MixtureSchedule
     from zephon_core.work.scheduled import ScheduledMixtureWorkSource
-    from zephon_core.work.source import StaticMixtureWorkSource

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from zephon_core import checkpoint as ckpt
 from zephon_core.checkpoint.replay import LaneStart
+from zephon_core.defaults.sources.static_mixture import check_token_estimates
+from zephon_core.defaults.sources.steering import LeadGate
 from zephon_core.errors import ConfigError, PluginError
 from zephon_core.runtime.lifecycle import weakly
 from zephon_core.work.chunking import DEFAULT_FLUSH_EVERY, LEGACY_DEFAULT, ChunkSizing
 from zephon_core.work.contract import LaneBound, Steerable, TokenEstimated, TokenSized, Windowed, WorkSource
 from zephon_core.work.lanes import LaneLayout
 from zephon_core.work.prefetch import with_lookahead
-from zephon_core.work.source import check_token_estimates
-from zephon_core.work.steering import LeadGate
 
 if TYPE_CHECKING:
     from zephon_core.ops.contract import Operator

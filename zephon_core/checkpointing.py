@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from zephon_core import checkpoint as ckpt
 from zephon_core.checkpoint.replay import LaneStart
 from zephon_core.checkpoint.schema import checkpoint_dict, skipped_steps
+from zephon_core.defaults.sources.static_mixture import check_token_estimates
 from zephon_core.errors import CheckpointError, ConfigError
 from zephon_core.ops.contract import AdoptsRecordedConfig
 from zephon_core.work.contract import LaneStateful, WorkSource
 from zephon_core.work.ids import CHUNK_BITS
 from zephon_core.work.lanes import LaneLayout
-from zephon_core.work.source import check_token_estimates
 
 if TYPE_CHECKING:
     from zephon_core.hookspecs import Observer

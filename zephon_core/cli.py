@@ -1,7 +1,7 @@
 """The ``zephon`` command line: argument wiring only; each command lives in its own module.
 
 Every subcommand comes through the ``zephon_register_commands`` hook, the kernel's own
-(``plugins`` and ``demo``, from :mod:`zephon_core._builtins`) like a package's (``show``,
+(``plugins`` and ``demo``, from :mod:`zephon_core._kernel`) like a package's (``show``,
 ``inspect`` and ``index`` from zephon-storage, ``profile`` and ``manifest`` from zephon-observe,
 ``stubs`` from zephon-stubs), so ``zephon --help`` lists what the installed packages bring, and a known command whose package is
 not installed is an error saying what to install. Each invocation builds one plugin manager, builds
@@ -23,15 +23,23 @@ if TYPE_CHECKING:
 
 
 def plugins_command(args: argparse.Namespace, plugins: ZephonPluginManager) -> int:
-    """``zephon plugins``: every registration of the invocation's manager, as a table."""
+    """``zephon plugins``: every registration of the invocation's manager, as a table.
+
+    A registration of a default plugin (:mod:`zephon_core.defaults`) ends in ``(default)``, or
+    ``(essential)`` for one the kernel cannot run without.
+    """
+    from zephon_core.defaults import roles
+
     rows = plugins.listing()
     if args.kind:
         rows = [r for r in rows if r["kind"] == args.kind]
     widths = {k: max([len(k), *(len(r[k]) for r in rows)]) for k in ("name", "kind", "package", "version")}
     header = "  ".join(k.upper().ljust(widths[k]) for k in widths)
     print(header)
+    marks = roles()
     for r in sorted(rows, key=lambda r: (r["kind"], r["name"])):
-        print("  ".join(r[k].ljust(widths[k]) for k in widths))
+        mark = marks.get((r["kind"], r["name"])) if r["package"] == "zephon-core" else None
+        print("  ".join(r[k].ljust(widths[k]) for k in widths) + (f"  ({mark})" if mark else ""))
     return 0
 
 

@@ -24,7 +24,7 @@ A plugin module looks like::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import pluggy
@@ -142,6 +142,47 @@ class ObserverFactory(Protocol):
     """
 
     def __call__(self, value: Any, *, options: Options, source: WorkSource, lanes_per_rank: int) -> Observer: ...
+
+
+class StepProbe(Protocol):
+    """The factory of the ``validate`` observer: ``probe(mode, fetch=, steps=, source=, kind_of=)``.
+
+    Called as the pipeline starts, before its engine: it probes the steps on the first records
+    ``fetch`` reads from ``source`` (``kind_of(step)``: the registered kind it was built by, None for
+    a user's own), warns or raises as ``mode`` says, and returns what ``stats()["validation"]`` shows.
+    """
+
+    def __call__(
+        self, mode: str, *, fetch: Any, steps: Sequence[Any], source: WorkSource, kind_of: Callable[[Any], str | None]
+    ) -> dict[str, Any]: ...
+
+
+class Tunable(Protocol):
+    """What an autotuner is handed: the engine's metrics, and ``resizable()``, the parallelism of each
+    step whose workers ``resize`` may change (order-neutral: a reorder window restores sequence)."""
+
+    def metrics(self) -> dict[str, Any]: ...
+
+    def resizable(self) -> dict[str, int]: ...
+
+    def resize(self, stage: str, parallelism: int) -> None: ...
+
+
+class Tuner(Protocol):
+    """What a :class:`TunerFactory` returns: started with the engine, stopped when it closes;
+    ``report()`` is what ``metrics()["autotune"]`` shows."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def report(self) -> dict[str, Any]: ...
+
+
+class TunerFactory(Protocol):
+    """The factory of the ``autotune`` observer: ``factory(engine, budget=)``, at most ``budget`` workers in all."""
+
+    def __call__(self, engine: Tunable, *, budget: int) -> Tuner: ...
 
 
 OptionCheck: TypeAlias = Callable[[Any], None] | str
@@ -279,6 +320,8 @@ def zephon_register_observers(register: ObserverRegister) -> None:
     missing dependency of the observer, fails at ``options()`` rather than once the run is going.
     zephon-observe registers ``manifest`` this way (the provenance manifest); without it installed,
     ``options(manifest=...)`` is an error naming the package. Both may be ``"module:attr"`` strings.
+    Two options are not read per microbatch and are called otherwise: ``validate``, a
+    :class:`StepProbe` run before the engine starts, and ``autotune``, a :class:`TunerFactory`.
     """
 
 

@@ -22,7 +22,7 @@ VALIDATION_MODES = ("off", "warn", "strict")
 
 
 def check_validation_mode(mode: Any) -> str:
-    """``options(validate=...)``: probe user-defined steps at start-up (see :mod:`zephon_core.validation`)."""
+    """``options(validate=...)``: probe user-defined steps at start-up (see :mod:`zephon_observe.validation`)."""
     if mode not in VALIDATION_MODES:
         raise ConfigError(f"option validate must be one of {list(VALIDATION_MODES)}, got {mode!r}")
     return str(mode)
@@ -41,6 +41,7 @@ class Options:
     ``autotune=True`` lets the pipeline raise the parallelism of whichever step limits throughput
     while it runs, within ``cpu_budget`` workers in all steps together (default: one per step plus one
     per CPU, so that even a small machine has room to move); the data is the same whatever it chooses.
+    The tuner, like the ``validate`` probe, is zephon-observe's: without it, setting either is an error.
     ``fuse`` (default True) lets consecutive per-record steps on the processes runner (fetch, then
     ``map_transform`` and operators built on it) run as one task in one pool, so records cross between
     processes once (:mod:`zephon_core.runtime.fusion`); ``fuse=False`` keeps each step's own pool
@@ -113,6 +114,10 @@ class Options:
             # fail when the option is set, not once the pipeline is running: the observer (zephon-observe)
             # must be installed, and its own check (pyarrow imports) must pass
             check_observer("manifest", self.manifest)
+        if self.validate != "off":  # the probe and the tuner are zephon-observe's: fail now if it is missing
+            check_observer("validate", self.validate)
+        if self.autotune:
+            check_observer("autotune", self.autotune)
         n = self.manifest_every_steps
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ConfigError(f"option manifest_every_steps must be an int >= 1, got {n!r}")

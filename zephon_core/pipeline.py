@@ -10,8 +10,8 @@ This module holds the builder methods; the rest of ``Pipeline`` is written one i
 assembled into this one class (:data:`PARTS`): :mod:`zephon_core.options` (the run options),
 :mod:`zephon_core.definition` (definition, label),
 :mod:`zephon_core.binding` (calibration, the source bound to lanes and window),
-:mod:`zephon_core.starting` (the engine start and its observers), :mod:`zephon_core.step_validation`
-(``options(validate=...)``), :mod:`zephon_core.answers` (explain, metrics, diagnose, stats),
+:mod:`zephon_core.starting` (the engine start and its observers, ``options(validate=...)``
+among them), :mod:`zephon_core.answers` (explain, metrics, diagnose, stats),
 :mod:`zephon_core.steering` (update_mixture, skip_global_steps) and :mod:`zephon_core.checkpointing`
 (state_dict, load_state_dict).
 """
@@ -37,11 +37,11 @@ from zephon_core.builder_methods import (
 )
 from zephon_core.checkpoint.replay import LaneStart
 from zephon_core.checkpointing import Checkpointing
+from zephon_core.defaults.operators.mapping import check_seed, rng_base, takes_rng
 from zephon_core.definition import Definition
 from zephon_core.errors import ConfigError, PluginError, ZephonError
 from zephon_core.hookspecs import Observer
 from zephon_core.ops.contract import Operator, Payload
-from zephon_core.ops.mapping import check_seed, rng_base, takes_rng
 from zephon_core.options import VALIDATION_MODES, Options, check_validation_mode
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
 from zephon_core.runtime.batch import BatchSpec, Collate
@@ -52,7 +52,6 @@ from zephon_core.runtime.reporter import MetricsReporter
 from zephon_core.runtime.types import SampleBatch
 from zephon_core.starting import Starting
 from zephon_core.steering import Steering
-from zephon_core.step_validation import StepValidation
 from zephon_core.work.chunking import DEFAULT_FLUSH_EVERY
 from zephon_core.work.contract import WorkSource, check_work_source
 from zephon_core.work.prefetch import stop_prefetch
@@ -65,13 +64,13 @@ _T = TypeVar("_T")
 
 Step = FetchStage | Operator | BatchSpec
 
-PARTS: tuple[type, ...] = (Definition, Binding, Starting, StepValidation, Answers, Steering, Checkpointing)
+PARTS: tuple[type, ...] = (Definition, Binding, Starting, Answers, Steering, Checkpointing)
 """The classes ``Pipeline``'s methods are written in besides this module, one idea each; they become
 ``Pipeline``'s own methods (:func:`_assembled`), so that ``help(Pipeline)`` shows one class."""
 
 if TYPE_CHECKING:  # the type checker sees the parts as bases, which is what they amount to
 
-    class _Parts(Definition, Binding, Starting, StepValidation, Answers, Steering, Checkpointing): ...
+    class _Parts(Definition, Binding, Starting, Answers, Steering, Checkpointing): ...
 
 else:
     _Parts = object
@@ -243,7 +242,7 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         """Shuffle each lane through a buffer; draws are hashes of record identity.
 
         ``algorithm``: ``"reservoir"`` (default), ``"block"`` or ``"block_warmup"``
-        (see :mod:`zephon_core.ops.shuffle`).
+        (see :mod:`zephon_core.defaults.operators.shuffle`).
         """
         if algorithm == "reservoir":  # the fingerprint of a default shuffle stays what it was
             return self.apply("shuffle", buffer_size, seed)

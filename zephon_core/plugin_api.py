@@ -43,20 +43,21 @@ _EXPORTS: dict[str, str] = {
     "DEFAULT_WINDOW_TOKENS": "zephon_core.work.chunking",
     "Diagnosis": "zephon_core.runtime.diagnose",
     "Emitted": "zephon_core.ops.contract",
-    "Exhausted": "zephon_core.work.exhaustion",
-    "FunctionOperator": "zephon_core.ops.function_operator",
+    "Exhausted": "zephon_core.defaults.sources.exhaustion",
+    "FunctionOperator": "zephon_core.defaults.operators.function_operator",
     "ItemFailure": "zephon_core.ops.contract",
     "Lineage": "zephon_core.ops.contract",
-    "MapTransform": "zephon_core.ops.mapping",
+    "MapTransform": "zephon_core.defaults.operators.mapping",
     "OFFSET_BITS": "zephon_core.work.ids",
     "OperatorError": "zephon_core.errors",
     "PLUGIN_CONTRACT": "zephon_core.hookspecs",
-    "PassThrough": "zephon_core.ops.mapping",
+    "PassThrough": "zephon_core.defaults.operators.mapping",
     "Payload": "zephon_core.ops.contract",
     "Progress": "zephon_core.progress",
     "Reader": "zephon_core.work.readers",
-    "RecordFn": "zephon_core.ops.function_operator",
-    "ShuffleBlockSize": "zephon_core.work.shuffle",
+    "RecordFn": "zephon_core.defaults.operators.function_operator",
+    "ReportsState": "zephon_core.ops.contract",
+    "ShuffleBlockSize": "zephon_core.defaults.sources.shuffle",
     "SourceInfo": "zephon_core.work.contract",
     "Ticker": "zephon_core.progress",
     "WorkerCrashedError": "zephon_core.errors",
@@ -65,24 +66,24 @@ _EXPORTS: dict[str, str] = {
     "ZephonPluginManager": "zephon_core.plugins",
     "apply_each": "zephon_core.ops.contract",
     "callable_name": "zephon_core.ops.contract",
-    "check_block_size": "zephon_core.work.shuffle",
-    "check_exhaustion": "zephon_core.work.exhaustion",
-    "check_token_estimates": "zephon_core.work.source",
+    "check_block_size": "zephon_core.defaults.sources.shuffle",
+    "check_exhaustion": "zephon_core.defaults.sources.exhaustion",
+    "check_token_estimates": "zephon_core.defaults.sources.static_mixture",
     "dataset_of": "zephon_core.work.ids",
     "split_sample_id": "zephon_core.work.ids",
     "datasets_of": "zephon_core.work.ids",
     "default_collate": "zephon_core.runtime.batch",
     "default_plugin_manager": "zephon_core.plugins",
-    "describe_block_size": "zephon_core.work.shuffle",
+    "describe_block_size": "zephon_core.defaults.sources.shuffle",
     "diff_definitions": "zephon_core.checkpoint.fingerprint",
-    "describe_exhaustion": "zephon_core.work.exhaustion",
+    "describe_exhaustion": "zephon_core.defaults.sources.exhaustion",
     "diagnose": "zephon_core.runtime.diagnose",
     "load_object": "zephon_core.plugins",
-    "locate_draws": "zephon_core.work.shuffle",
-    "make_order": "zephon_core.work.shuffle",
+    "locate_draws": "zephon_core.defaults.sources.shuffle",
+    "make_order": "zephon_core.defaults.sources.shuffle",
     "mean_tokens": "zephon_core.work.chunking",
     "mix64": "zephon_core.hashing",
-    "not_normalised": "zephon_core.work.mixture",
+    "not_normalised": "zephon_core.defaults.sources.mixture",
     "splitmix64": "zephon_core.hashing",
     "stable_name": "zephon_core.ops.contract",
     "stable_hash64": "zephon_core.hashing",
@@ -113,6 +114,7 @@ __all__ = [
     "Progress",
     "Reader",
     "RecordFn",
+    "ReportsState",
     "ShuffleBlockSize",
     "SourceInfo",
     "Ticker",
@@ -167,6 +169,18 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from zephon_core.checkpoint.fingerprint import diff_definitions
+    from zephon_core.defaults.operators.function_operator import FunctionOperator, RecordFn
+    from zephon_core.defaults.operators.mapping import MapTransform, PassThrough
+    from zephon_core.defaults.sources.exhaustion import Exhausted, check_exhaustion, describe_exhaustion
+    from zephon_core.defaults.sources.mixture import not_normalised
+    from zephon_core.defaults.sources.shuffle import (
+        ShuffleBlockSize,
+        check_block_size,
+        describe_block_size,
+        locate_draws,
+        make_order,
+    )
+    from zephon_core.defaults.sources.static_mixture import check_token_estimates
     from zephon_core.errors import ConfigError, OperatorError, WorkerCrashedError, ZephonError
     from zephon_core.hashing import mix64, splitmix64, stable_hash64, uniforms
     from zephon_core.hookspecs import PLUGIN_CONTRACT
@@ -176,13 +190,12 @@ if TYPE_CHECKING:
         ItemFailure,
         Lineage,
         Payload,
+        ReportsState,
         WorkerFn,
         apply_each,
         callable_name,
         stable_name,
     )
-    from zephon_core.ops.function_operator import FunctionOperator, RecordFn
-    from zephon_core.ops.mapping import MapTransform, PassThrough
     from zephon_core.plugins import ZephonPluginManager, default_plugin_manager, load_object
     from zephon_core.progress import Progress, Ticker
     from zephon_core.runtime.batch import default_collate
@@ -190,15 +203,5 @@ if TYPE_CHECKING:
     from zephon_core.runtime.metrics import windowed
     from zephon_core.work.chunking import DEFAULT_WINDOW_TOKENS, ChunkSize, ChunkSizing, mean_tokens
     from zephon_core.work.contract import SourceInfo
-    from zephon_core.work.exhaustion import Exhausted, check_exhaustion, describe_exhaustion
     from zephon_core.work.ids import CHUNK_BITS, OFFSET_BITS, dataset_of, datasets_of, split_sample_id
-    from zephon_core.work.mixture import not_normalised
     from zephon_core.work.readers import Reader
-    from zephon_core.work.shuffle import (
-        ShuffleBlockSize,
-        check_block_size,
-        describe_block_size,
-        locate_draws,
-        make_order,
-    )
-    from zephon_core.work.source import check_token_estimates

@@ -2,8 +2,9 @@
 
 Plugins are found through the ``zephon`` entry-point group (each entry point names a module or
 object holding ``@hookimpl`` functions), loaded by pluggy's own
-``PluginManager.load_setuptools_entrypoints``. The kernel's built-ins are registered through the
-same hooks. A misspelled ``zephon_*`` hook fails loudly instead of being ignored.
+``PluginManager.load_setuptools_entrypoints``. The kernel's default plugins
+(:mod:`zephon_core.defaults`) and its own runners and commands are registered through the same
+hooks. A misspelled ``zephon_*`` hook fails loudly instead of being ignored.
 
 There is no process-wide manager. Code that needs plugins takes a ``plugins=`` argument (a
 :class:`ZephonPluginManager`); when none is given it calls :func:`default_plugin_manager`, which
@@ -48,7 +49,7 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     ("demo", "text"): "zephon-demo",
     ("demo", "kernel"): "zephon-demo",
     ("demo", "vlm"): "zephon-vlm-demo",
-    ("observer", "manifest"): "zephon-observe",
+    **{("observer", name): "zephon-observe" for name in ("manifest", "validate", "autotune")},
     ("command", "profile"): "zephon-observe",
     ("command", "manifest"): "zephon-observe",
     **{("command", c): "zephon-recipes" for c in ("check", "run", "diff", "recipe-schema")},
@@ -297,9 +298,11 @@ class ZephonPluginManager:
 
     Args:
         load_entrypoints: register the installed ``zephon`` entry points (from the scan cached by
-            :func:`entrypoint_plugins`). False gives the kernel's built-ins only: hermetic tests.
+            :func:`entrypoint_plugins`). False gives the kernel's own and default plugins only: hermetic tests.
         plugins: more plugin objects (modules, or instances with ``@hookimpl`` methods, e.g. a
             runner configured in code), registered after the entry points.
+        block: plugin names not to register: a default plugin's (:mod:`zephon_core.defaults`; the
+            essential ones are refused) or an entry point's.
 
     The registry is filled once, here: a manager is a snapshot, so everything built with the same
     manager sees the same readers, operators, runners and demos.
@@ -309,14 +312,19 @@ class ZephonPluginManager:
             or registers something invalid or twice.
     """
 
-    def __init__(self, *, load_entrypoints: bool = True, plugins: Iterable[object] | None = None) -> None:
+    def __init__(
+        self, *, load_entrypoints: bool = True, plugins: Iterable[object] | None = None, block: Iterable[str] = ()
+    ) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self._packages: dict[int, tuple[str, str]] = {}
-        from zephon_core import __version__, _builtins
+        from zephon_core import __version__, _kernel, defaults
 
-        self.register_plugin(_builtins)
-        self._packages[id(_builtins)] = ("zephon-core", __version__)
+        for name in defaults.check_block(block):
+            self.pm.set_blocked(name)  # a blocked name's plugin (default or entry point) is then not registered
+        for own in (_kernel, *defaults.plugins()):
+            self._packages[id(own)] = ("zephon-core", __version__)
+            self.register_plugin(own, name=own.__name__)
         if load_entrypoints:
             for ep in entrypoint_plugins():
                 self._packages[id(ep.plugin)] = (ep.package, ep.version)
@@ -361,16 +369,8 @@ class ZephonPluginManager:
             raise PluginError(str(exc)) from exc
 
     def _collect(self) -> None:
-        hooks: tuple[tuple[Kind, Any], ...] = (
-            ("reader", self.pm.hook.zephon_register_readers),
-            ("operator", self.pm.hook.zephon_register_operators),
-            ("runner", self.pm.hook.zephon_register_runners),
-            ("demo", self.pm.hook.zephon_register_demos),
-            ("validator", self.pm.hook.zephon_register_validators),
-            ("observer", self.pm.hook.zephon_register_observers),
-        )
-        for kind, hook in hooks:
-            for impl in hook.get_hookimpls():
+        for kind in KINDS:  # in this order; each kind's hook is zephon_register_<kind>s
+            for impl in getattr(self.pm.hook, f"zephon_register_{kind}s").get_hookimpls():
                 package, version = self._package_of(impl.plugin)
                 impl.function(register=self._registrar(kind, package, version))
 
@@ -408,7 +408,7 @@ class ZephonPluginManager:
         """Let every plugin add its ``zephon`` subcommands (``zephon_register_commands``), kernel first.
 
         Returns each command's ``(package, version)``, so the CLI can say where a command comes
-        from. The hooks run in registration order (the kernel's built-ins, then the entry points,
+        from. The hooks run in registration order (the kernel's own and default plugins, then the entry points,
         then plugins given in code), so ``zephon --help`` lists the kernel's commands first.
 
         Raises:

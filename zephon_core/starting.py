@@ -3,18 +3,21 @@
 Nothing starts until the first iteration: :meth:`Starting._start` checks the definition, binds the
 active source to this rank's lanes, plans each stage on its runner, starts the
 :class:`~zephon_core.runtime.engine.Engine` and then the metrics reporter and the manifest observer.
+``options(validate=...)`` and ``options(autotune=True)`` are observers too (zephon-observe's: the
+probe of the pipeline's own steps before the engine starts, the tuner beside the running engine).
 :class:`Starting` is a part of :class:`~zephon_core.pipeline.Pipeline`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zephon_core.checkpoint.replay import LaneStart
 from zephon_core.errors import ConfigError, PluginError, ZephonError
-from zephon_core.hookspecs import Observer
+from zephon_core.hookspecs import Observer, StepProbe, TunerFactory
 from zephon_core.ops.contract import Lineage, Operator
 from zephon_core.runtime.batch import BatchSpec
 from zephon_core.runtime.engine import Engine, StagePlan
@@ -22,7 +25,7 @@ from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
 from zephon_core.runtime.fusion import fuse
 from zephon_core.runtime.lifecycle import weakly
 from zephon_core.runtime.metrics import timed
-from zephon_core.runtime.observers import RecordedIterator, start_observer
+from zephon_core.runtime.observers import RecordedIterator, observer_for, start_observer
 from zephon_core.runtime.reporter import MetricsReporter, start_reporter
 from zephon_core.runtime.runners import Executor, Runner, runner_crosses_processes
 from zephon_core.runtime.types import SampleBatch
@@ -47,6 +50,8 @@ class Starting:
         _ops: list[Operator]
         _batch: BatchSpec | None
         _opts: Options
+        _registered: dict[int, str]
+        _validation: dict[str, Any]
         _engine: Engine | None
         _starts: dict[int, LaneStart]
         _window_chunks: int
@@ -64,8 +69,6 @@ class Starting:
 
         def _feed_source(self, source: WorkSource, layout: LaneLayout) -> WorkSource: ...
 
-        def _validate_steps(self, source: WorkSource) -> None: ...
-
         def describe_samples(self, lineage: list[Lineage]) -> str: ...
 
     def _validate(self) -> BatchSpec:
@@ -75,6 +78,16 @@ class Starting:
         for step in self.operators:
             self.plugins.registry.get("runner", step.runner or self._opts.runner)
         return self._batch
+
+    def _validate_steps(self, source: WorkSource) -> None:
+        """``options(validate=...)``: the ``validate`` observer probes the steps on the first records."""
+        probe: StepProbe = observer_for("validate", self.plugins).load()
+        self._validation = probe(
+            self._opts.validate, fetch=self._fetch, steps=self._ops, source=source, kind_of=self._kind_of
+        )
+
+    def _kind_of(self, op: Operator) -> str | None:
+        return self._registered.get(id(op))
 
     # -- running --------------------------------------------------------------------------------
     def _executor(self, plan: StagePlan) -> Executor | None:
@@ -97,7 +110,9 @@ class Starting:
         info = source_info(source)
         for op in self._ops:
             op.setup(info)
-        self._fetch.bind([d.name for d in source.datasets], [d.reader for d in source.datasets])
+        # Rows that go straight to a collation that only reads them need no copy of their own.
+        share = not self._ops and batch.reads_rows_only
+        self._fetch.bind([d.name for d in source.datasets], [d.reader for d in source.datasets], share_rows=share)
         if self._opts.validate != "off":
             self._validate_steps(source)
         runner, default_timeout = self._opts.runner, self._opts.timeout_s
@@ -112,6 +127,7 @@ class Starting:
         batch_plan = StagePlan(batch, batch_runner, batch.parallelism, batch.timeout_s or default_timeout)
         view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
         starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
+        tuner: TunerFactory | None = observer_for("autotune", self.plugins).load() if self._opts.autotune else None
         self._engine = Engine(
             self._feed_source(source, layout),
             self._fetch,
@@ -126,8 +142,8 @@ class Starting:
             view,
             queue_depth=self._opts.queue_depth,
             max_inflight_bytes=self._opts.max_inflight_bytes,
-            autotune_budget=(self._opts.cpu_budget or len(plans) + 1 + (os.cpu_count() or 1))
-            if self._opts.autotune
+            tuner=functools.partial(tuner, budget=self._opts.cpu_budget or len(plans) + 1 + (os.cpu_count() or 1))
+            if tuner is not None
             else None,
         )
         if self._opts.trace:

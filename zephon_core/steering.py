@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from zephon_core.checkpoint.replay import LaneStart
+from zephon_core.defaults.sources.steering import effect_chunks
 from zephon_core.errors import ConfigError
 from zephon_core.work.contract import Steerable, WorkSource
-from zephon_core.work.steering import effect_chunks
 
 if TYPE_CHECKING:
     from zephon_core.options import Options
@@ -40,7 +40,7 @@ class Steering:
         """Change the mixture from now on; call it at the same global step on every rank.
 
         Each lane applies the weights from the window ``update_lead_windows`` after the one it resumes
-        from (see :mod:`zephon_core.work.steering`): a function of the global step only, so every
+        from (see :mod:`zephon_core.defaults.sources.steering`): a function of the global step only, so every
         runner, parallelism and world size sees the same batches. The update is recorded in the
         checkpoint. Needs a source with ``update_mixture`` (``ScheduledMixtureWorkSource``), a call
         between rounds (every lane of this rank has delivered as many microbatches), and windows

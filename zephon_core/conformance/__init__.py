@@ -11,6 +11,8 @@ override it to test a plugin that is not installed); :func:`get_zephon_plugins` 
 that is not a fixture.
 
 Names are imported lazily so the pytest plugin that ships with the kernel stays cheap to load.
+``ReaderConformance`` lives in the reader test kit of zephon-storage (every reader builds on it):
+it resolves there, and names that distribution when it is not installed.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "OperatorConformance": "zephon_core.conformance.operators",
-    "ReaderConformance": "zephon_core.conformance.readers",
+    "ReaderConformance": "zephon_storage.testing.conformance",
     "Capabilities": "zephon_core.conformance.rules",
     "ReaderCapabilities": "zephon_core.conformance.rules",
     "RULES": "zephon_core.conformance.rules",
     "get_zephon_plugins": "zephon_core.conformance.pytest_plugin",
+    "digest_payload": "zephon_core.hashing",  # what the suites compare records by
 }
 
 __all__ = sorted(_EXPORTS)
@@ -33,13 +36,15 @@ def __getattr__(name: str) -> Any:
     mod = _EXPORTS.get(name)
     if mod is None:
         raise AttributeError(name)
-    import importlib
+    from zephon_core.work.moved import home  # names zephon-storage if the reader kit is missing
 
-    return getattr(importlib.import_module(mod), name)
+    return getattr(home(f"zephon_core.conformance.{name}", mod, "zephon-storage"), name)
 
 
 if TYPE_CHECKING:
+    from zephon_storage.testing.conformance import ReaderConformance
+
     from zephon_core.conformance.operators import OperatorConformance
     from zephon_core.conformance.pytest_plugin import get_zephon_plugins
-    from zephon_core.conformance.readers import ReaderConformance
     from zephon_core.conformance.rules import RULES, Capabilities, ReaderCapabilities
+    from zephon_core.hashing import digest_payload

@@ -74,8 +74,8 @@ class ResumeChecks:
         import hypothesis
         from hypothesis import strategies as st
 
-        from zephon_core.ops.mapping import MapTransform
-        from zephon_core.ops.shuffle import Shuffle
+        from zephon_core.defaults.operators.mapping import MapTransform
+        from zephon_core.defaults.operators.shuffle import Shuffle
 
         examples = int(request.config.getoption("zephon_examples", 6) or 6)
         runners = ["inline", "threads"] + (["processes"] if subject.caps.processes else [])

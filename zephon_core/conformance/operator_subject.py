@@ -19,11 +19,11 @@ from zephon_core.conformance import samples
 from zephon_core.conformance.driver import FLUSH, Output, records_from, run_chain, split
 from zephon_core.conformance.harness import run_global
 from zephon_core.conformance.rules import Capabilities
+from zephon_core.defaults.sources.mixture import MixtureSpec
+from zephon_core.defaults.sources.static_mixture import StaticMixtureWorkSource
 from zephon_core.ops.contract import Lineage, Operator, Records
 from zephon_core.pipeline import Pipeline
 from zephon_core.work.dataset import Dataset
-from zephon_core.work.mixture import MixtureSpec
-from zephon_core.work.source import StaticMixtureWorkSource
 
 OperatorFactory = Callable[..., Operator]
 """``factory(parallelism=1, runner=None) -> Operator``: a fresh, independent instance per call."""

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from zephon_core.defaults.operators.stateful import Emit, take_sources
 from zephon_core.hashing import digest_payload
-from zephon_core.ops.stateful import Emit, take_sources
 
 
 def text_records(n: int = 480) -> list[dict[str, Any]]:

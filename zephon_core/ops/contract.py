@@ -39,7 +39,7 @@ class Records:
     Attributes:
         payloads: the records' data.
         keys: each record's identity, unique within its lane (64-bit).
-        lineage: each record's source sample ids (see :func:`zephon_core.work.source.sample_id`).
+        lineage: each record's source sample ids (see :func:`zephon_core.defaults.sources.static_mixture.sample_id`).
         dropped: lineage of records dropped while producing this run (tombstones).
     """
 
@@ -124,7 +124,7 @@ class PassesThrough(Protocol):
     (:class:`~zephon_core.runtime.runners.CrossesProcesses`), a step of fanout one whose accumulator
     passes through is fused into the previous step's task (:mod:`zephon_core.runtime.fusion`): its
     accumulator is then not called at all, and its worker gets what the promise above says. The
-    kernel's :class:`~zephon_core.ops.mapping.PassThrough` declares it; a third-party accumulator
+    kernel's :class:`~zephon_core.defaults.operators.mapping.PassThrough` declares it; a third-party accumulator
     that keeps the promise may declare it too, and a subclass that changes ``push`` must set
     ``passes_through = False``.
     """

@@ -8,6 +8,10 @@ is the stage's worker, so it runs on the pipeline's runner like any operator's w
 functions ``Pipeline.map_batch`` adds after it: a map over collated microbatches (dict of arrays in,
 dict of arrays out) whose ``rng``, when it asks for one, is derived from the microbatch's first record
 key, so it is the same wherever and whenever the microbatch is made.
+
+The microbatches cut from one incoming message travel in groups (:mod:`zephon_core.runtime.groups`):
+one collation task, one reorder-window entry and one message to the multiplexer per group, each
+microbatch still collated on its own, so batches and their hashes do not depend on the grouping.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from zephon_core.errors import ConfigError
+from zephon_core.defaults.operators.mapping import sample_rng
+from zephon_core.errors import ConfigError, OperatorError
 from zephon_core.hashing import mix64
 from zephon_core.ops.contract import Lineage, Payload, Records, Traits, Work, callable_name, check_timeout
-from zephon_core.ops.mapping import sample_rng
 from zephon_core.runtime.context import Context
+from zephon_core.runtime.flow import ByteQueue
+from zephon_core.runtime.groups import failed_microbatch, group_microbatches, mark_microbatch, split_groups
 from zephon_core.runtime.messages import Message
 from zephon_core.runtime.replay import LaneStart, ReplayCursor, ResumePoint
 from zephon_core.runtime.runners import Executor, runner_crosses_processes
@@ -182,20 +188,36 @@ class BatchMap:
 
 @dataclass(frozen=True, slots=True)
 class CollateWorker:
-    """The batch stage's worker: one microbatch's rows in, one dict of arrays out (then each map_batch)."""
+    """The batch stage's worker: a group of microbatches' rows in, one dict of arrays per microbatch out.
+
+    A task is the tuple of the group's microbatch tasks (see :func:`group_microbatches`); each is
+    collated on its own, then passed through each map_batch, so a microbatch's arrays do not depend
+    on the group it travelled in. A failure is re-raised marked with the microbatch it came from
+    (:func:`~zephon_core.runtime.groups.failed_microbatch`), so the error names that microbatch's samples, not the group's.
+    """
 
     fn: Collate
     maps: tuple[BatchMap, ...] = ()
 
-    def __call__(self, task: Any) -> list[dict[str, np.ndarray]]:
+    def __call__(self, task: tuple[Any, ...]) -> list[dict[str, np.ndarray]]:
         keyed = any(m.rng_base is not None for m in self.maps)
+        outs: list[dict[str, np.ndarray]] = []
+        for j, one in enumerate(task):
+            try:
+                outs.append(self._one(one, keyed))
+            except BaseException as exc:
+                mark_microbatch(exc, j)
+                raise
+        return outs
+
+    def _one(self, task: Any, keyed: bool) -> dict[str, np.ndarray]:
         rows, key = task if keyed else (task, 0)
         out = self.fn(rows)
         for m in self.maps:
             out = m.fn(out, rng=sample_rng(m.rng_base, mix64(key, len(rows)))) if m.rng_base is not None else m.fn(out)
             if not isinstance(out, dict):
                 raise ConfigError(f"map_batch {m.name!r} must return a dict of arrays, got {type(out).__name__}")
-        return [out]
+        return out
 
 
 class BatchSpec:
@@ -242,6 +264,13 @@ class BatchSpec:
         self.parallelism = parallelism
         self.runner = runner
         self.timeout_s = check_timeout(timeout_s, "batch")
+
+    @property
+    def reads_rows_only(self) -> bool:
+        """Whether collation never changes the rows it is given: the default collation only reads
+        them and makes new arrays (``map_batch`` sees only those), so the fetch stage may hand it a
+        reader's own rows instead of copies (see :meth:`~zephon_core.runtime.fetch.FetchStage.bind`)."""
+        return self.collate is default_collate
 
     def add_map(self, fn: Callable[..., dict[str, np.ndarray]], name: str, rng_base: int | None) -> None:
         """Run ``fn`` on every collated microbatch, after collation and earlier maps."""
@@ -332,7 +361,9 @@ class BatchStage(Stage):
             self.metrics.acc_busy_s += time.perf_counter() - t0
         except Exception as exc:
             raise self._error("accumulator", msg.lane, records.lineage, exc) from exc
-        self._submit(msg, list(emitted))
+        if emitted:  # in groups, one task each (bytes per record: the inbound queue's running mean)
+            per = self.inbound.bytes_per_record if isinstance(self.inbound, ByteQueue) else 0.0
+            self._submit(msg, split_groups(emitted, per))
 
     def _on_flush(self, msg: Message) -> None:
         self._lane(msg.lane).cursor.close_window(msg.window)
@@ -341,12 +372,41 @@ class BatchStage(Stage):
     def _on_lane_end(self, msg: Message) -> None:
         acc = self.lanes.pop(msg.lane, None)
         if acc is not None and not self.batch.drop_last:
-            self._submit(msg, list(acc.finish()))
+            last = acc.finish()
+            if last:
+                self._submit(msg, [group_microbatches(last)])
         self.ctx.put(self.pending, Pending(msg.with_body(acc.held if acc is not None else 0)))
 
-    def _convert(self, msg: Message, result: Any, work: Work) -> SampleBatch:
-        meta: MicrobatchMeta = work.meta
-        return SampleBatch(msg.lane, meta.index, result[0], work.lineage, work.dropped, meta.resume, self.view)
+    def _convert(self, msg: Message, result: Any, work: Work) -> tuple[SampleBatch, ...]:
+        """A group's collated arrays as its microbatches, in order (the multiplexer takes the tuple)."""
+        parts: tuple[Work, ...] = work.meta
+        if not isinstance(result, list) or len(result) != len(parts):
+            got = len(result) if isinstance(result, list) else type(result).__name__
+            err = TypeError(f"collation returned {got} outputs for {len(parts)} microbatches")
+            raise self._error("worker", msg.lane, work.lineage, err)
+        view, lane = self.view, msg.lane
+        out = []
+        for w, data in zip(parts, result):
+            meta: MicrobatchMeta = w.meta
+            out.append(SampleBatch(lane, meta.index, data, w.lineage, w.dropped, meta.resume, view))
+        return tuple(out)
+
+    def _error(
+        self, what: str, lane: int, lineage: list[Lineage], exc: BaseException, work: Work | None = None
+    ) -> OperatorError:
+        """As :meth:`Stage._error`, naming only the samples of the microbatch whose collation failed."""
+        j = failed_microbatch(exc)
+        parts = work.meta if work is not None else None
+        if j is not None and isinstance(parts, tuple) and 0 <= j < len(parts):
+            lineage = parts[j].lineage
+        return super()._error(what, lane, lineage, exc, work)
+
+    def _records(self, body: Any) -> int:
+        return sum(len(b) for b in body) if isinstance(body, tuple) else super()._records(body)
+
+    def _units(self, work: Work) -> int:
+        """A group's time limit is ``timeout_s`` per microbatch in it."""
+        return len(work.meta) if isinstance(work.meta, tuple) else 1
 
 
 def _lanes_only(lane: int) -> StageAccumulator:

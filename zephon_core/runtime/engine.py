@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from zephon_core.hookspecs import Tunable, Tuner
 from zephon_core.ops.contract import Lineage
-from zephon_core.runtime.autotune import AutoTuner
 from zephon_core.runtime.batch import BatchSpec, BatchStage
 from zephon_core.runtime.context import Context
 from zephon_core.runtime.feeder import Feeder
@@ -32,7 +32,7 @@ from zephon_core.runtime.messages import Message
 from zephon_core.runtime.metrics import TRACE_EVENTS, chrome_trace
 from zephon_core.runtime.multiplexer import Multiplexer
 from zephon_core.runtime.replay import LaneStart, lane_state
-from zephon_core.runtime.runners import Executor, ReportsMetrics
+from zephon_core.runtime.runners import Executor, ReportsMetrics, Resizable
 from zephon_core.runtime.stage import Stage, StageSpec
 from zephon_core.runtime.types import SampleBatch
 from zephon_core.work.contract import WorkSource
@@ -68,7 +68,8 @@ class Engine:
         view: the training view applied by ``SampleBatch.to_training()``.
         queue_depth: items per queue between stages.
         max_inflight_bytes: the byte budget shared by the queues (None: count items only).
-        autotune_budget: when set, an :class:`AutoTuner` adjusts parallelism within this many workers.
+        tuner: when set, makes the tuner (``options(autotune=True)``: zephon-observe's) that adjusts
+            parallelism through :meth:`resizable` and :meth:`resize` while the engine runs.
     """
 
     def __init__(
@@ -86,7 +87,7 @@ class Engine:
         view: Callable[[dict[str, Any]], dict[str, Any]] | None,
         queue_depth: int = 4,
         max_inflight_bytes: int | None = None,
-        autotune_budget: int | None = None,
+        tuner: Callable[[Tunable], Tuner] | None = None,
     ) -> None:
         self.layout = layout
         self.lanes = layout.owned
@@ -95,7 +96,7 @@ class Engine:
         self.executors: list[Executor] = []
         self.stages: list[Stage] = []
         # set once every stage exists; close() may run before that (a stage that fails to start)
-        self.tuner: AutoTuner | None = None
+        self.tuner: Tuner | None = None
         self.feeder_thread: threading.Thread | None = None
         n_queues = len(plans) + 2
         share = None if max_inflight_bytes is None else max(1, max_inflight_bytes // n_queues)
@@ -139,7 +140,7 @@ class Engine:
             self.close()
             raise
         self.started_at = time.monotonic()
-        self.tuner = AutoTuner(self.stages, self.metrics, autotune_budget) if autotune_budget else None
+        self.tuner = tuner(self) if tuner is not None else None
         self.feeder_thread = threading.Thread(target=self.feeder.run, name="zephon-feeder", daemon=True)
         for st in self.stages:
             st.start()
@@ -204,6 +205,17 @@ class Engine:
             "source": {"chunks": self.chunks_fed()},
             "consumer": {"batches": self.mux.consumer.batches, "wait_s": self.mux.consumer.wait_s},
         }
+
+    def resizable(self) -> dict[str, int]:
+        """The parallelism of every stage whose executor can be resized (the autotuner's knobs)."""
+        return {st.name: st.metrics.parallelism for st in self.stages if isinstance(st.executor, Resizable)}
+
+    def resize(self, stage: str, parallelism: int) -> None:
+        """Run ``parallelism`` workers in ``stage`` (one of :meth:`resizable`) from now on; no output changes."""
+        st = next(st for st in self.stages if st.name == stage and isinstance(st.executor, Resizable))
+        cast(Resizable, st.executor).resize(parallelism)
+        st.metrics.parallelism = parallelism
+        st.pending.maxsize = max(2, 2 * parallelism)  # the reorder window grows with the workers
 
     def record_trace(self, on: bool = True) -> None:
         """Start (or stop) keeping every task's span for :meth:`trace`."""

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
+from zephon_core.defaults.sources.static_mixture import Chunk
 from zephon_core.errors import ConfigError, ReaderError, ZephonError
 from zephon_core.ops.contract import Emitted, Payload, Traits, Work, check_timeout
 from zephon_core.work.ids import DATASET_SHIFT, record_key
-from zephon_core.work.readers import Reader, SkippingReader
-from zephon_core.work.source import Chunk
+from zephon_core.work.readers import MemoryReader, Reader, SkippingReader
 
 
 class FetchAccumulator:
@@ -27,8 +27,12 @@ class FetchAccumulator:
 
     def push(self, chunk: Chunk) -> list[Emitted]:
         base = record_key(chunk.number, chunk.offset)
-        keys = list(range(base, base + len(chunk)))
-        lineage: list[tuple[int, ...]] = [((d << DATASET_SHIFT) | k,) for d, k in zip(chunk.dataset.tolist(), keys)]
+        n = len(chunk)
+        keys = list(range(base, base + n))
+        # Sample ids in one numpy expression and 1-tuples made by zip in C: the same Python ints as
+        # ``((d << DATASET_SHIFT) | k,)`` per record, without a Python loop (ids stay below 2**63).
+        ids = (chunk.dataset.astype(np.int64) << DATASET_SHIFT) | np.arange(base, base + n, dtype=np.int64)
+        lineage: list[tuple[int, ...]] = list(zip(ids.tolist()))
         return [Work((chunk.dataset, chunk.shard, chunk.index), keys, lineage)]
 
     def flush(self) -> list[Emitted]:
@@ -47,6 +51,14 @@ class FetchWorker:
 
     names: tuple[str, ...]
     readers: tuple[Reader, ...]
+    share_rows: bool = False
+    """Read a :class:`~zephon_core.work.readers.MemoryReader`'s own rows, not copies (see ``FetchStage.bind``)."""
+    skips: tuple[bool, ...] = field(init=False)
+    """Per reader, whether it is a SkippingReader: asked once, since a runtime-checkable Protocol's
+    ``isinstance`` costs tens of microseconds and a chunk is read in several groups."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "skips", tuple(isinstance(r, SkippingReader) for r in self.readers))
 
     def __call__(self, task: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[Payload]:
         ds, shard, index = task
@@ -74,7 +86,11 @@ class FetchWorker:
         ``first`` is the task position of the group's first pointer: a failure names that sample.
         """
         reader = self.readers[d]
-        read = reader.read_or_skip if isinstance(reader, SkippingReader) else reader.read
+        read: Callable[[int, np.ndarray], Sequence[Payload | None]]
+        if self.share_rows and type(reader) is MemoryReader:
+            read = reader.read_shared
+        else:
+            read = cast(SkippingReader, reader).read_or_skip if self.skips[d] else reader.read
         try:
             rows = read(s, index)
         except ZephonError as exc:
@@ -126,9 +142,14 @@ class FetchStage:
         self._target_bytes: int | None = None
         self._bytes_per_record: Callable[[], float] = lambda: 0.0
 
-    def bind(self, names: Sequence[str], readers: Sequence[Reader]) -> None:
-        """Give the worker the datasets' readers (done when the pipeline starts)."""
-        self._worker = FetchWorker(tuple(names), tuple(readers))
+    def bind(self, names: Sequence[str], readers: Sequence[Reader], *, share_rows: bool = False) -> None:
+        """Give the worker the datasets' readers (done when the pipeline starts).
+
+        ``share_rows``: nothing after fetch changes a row (no operator, a collation that only reads),
+        so a reader that can hand out its own rows (:meth:`~zephon_core.work.readers.MemoryReader.read_shared`)
+        does, without a copy per record (which cost about as much as collating the row).
+        """
+        self._worker = FetchWorker(tuple(names), tuple(readers), share_rows)
 
     def limit_group_bytes(self, target_bytes: int | None, bytes_per_record: Callable[[], float]) -> None:
         """Read chunks in groups of about ``target_bytes`` (given the observed bytes per record)."""

@@ -45,11 +45,13 @@ def payloads_nbytes(payloads: list[Any]) -> int:
 
 
 def message_nbytes(body: Any) -> int:
-    """Estimated bytes of a message body: records, a microbatch, or anything else (counted as small)."""
+    """Estimated bytes of a message body: records, microbatches, or anything else (counted as small)."""
     if isinstance(body, Records) and isinstance(body.payloads, list):
         return payloads_nbytes(body.payloads)
     if isinstance(body, SampleBatch) and isinstance(body.data, dict):
         return sum(value_nbytes(v) for v in body.data.values())
+    if isinstance(body, tuple) and body and isinstance(body[0], SampleBatch):  # a group of microbatches
+        return sum(message_nbytes(b) for b in body)
     return 64
 
 

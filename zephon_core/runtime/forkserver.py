@@ -13,15 +13,51 @@ from __future__ import annotations
 import dataclasses
 import functools
 import multiprocessing as mp
+import os
+import shutil
 import sys
+import tempfile
 import threading
-from typing import Any
+from typing import Any, cast
 
 _PRELOAD = ("numpy", "zephon_core.pipeline")
 """Imported by the fork server before it forks any worker: the kernel's modules and numpy."""
 
 _preload_lock = threading.Lock()
 _preload_done = False
+
+
+_SUN_PATH_MAX = 107
+"""Bytes a Unix socket's path may have (``sun_path`` holds 108 with its terminating NUL)."""
+
+_SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
+"""What multiprocessing appends to the temp folder for the fork server's socket."""
+
+
+def _short_socket_dir() -> None:
+    """Give multiprocessing a temp folder short enough for the fork server's Unix socket.
+
+    The fork server listens on a Unix socket in multiprocessing's temp folder, made under TMPDIR.
+    Under a deep TMPDIR (a CI runner's work folder, pytest's ``tmp_path``) the socket's path passes
+    the 107-byte limit and starting the first worker fails with "AF_UNIX path too long". Python
+    3.13 falls back to a short system folder by itself; this does the same on earlier versions,
+    before multiprocessing makes its folder (it is removed at exit as multiprocessing's own is).
+    """
+    if sys.version_info >= (3, 13):
+        return
+    from multiprocessing import process, util
+
+    config = cast(Any, process.current_process())._config
+    if config.get("tempdir") is not None:
+        return
+    if len(os.fsencode(tempfile.gettempdir())) + _SOCKET_SUFFIX <= _SUN_PATH_MAX:
+        return
+    for base in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            tempdir = tempfile.mkdtemp(prefix="pymp-", dir=base)
+            util.Finalize(None, cast(Any, util)._remove_temp_dir, args=(shutil.rmtree, tempdir), exitpriority=-100)
+            config["tempdir"] = tempdir
+            return
 
 
 def _context(fn_modules: list[str]) -> Any:
@@ -31,6 +67,7 @@ def _context(fn_modules: list[str]) -> Any:
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     with _preload_lock:
+        _short_socket_dir()
         if not _preload_done:  # only takes effect if the server is not running yet
             from multiprocessing import forkserver
 

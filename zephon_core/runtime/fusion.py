@@ -6,7 +6,7 @@ by a fetch worker is copied into a segment for the training process, copied agai
 a map worker, and copied back. For image-sized records those copies, and the training process's
 time spent moving them, cost more than the work (``benchmarks/bench_transport.py``). A map step whose
 accumulator passes through (:class:`~zephon_core.ops.contract.PassesThrough`, e.g. the kernel's
-:class:`~zephon_core.ops.mapping.PassThrough`) holds no state: it would hand the previous stage's
+:class:`~zephon_core.defaults.operators.mapping.PassThrough`) holds no state: it would hand the previous stage's
 output to its worker unchanged, one task per incoming run of records. So
 the kernel can run that worker right after the previous stage's worker, in the same task, and a
 record crosses between processes once.

@@ -3,7 +3,8 @@
 The feeder creates messages and every stage forwards them, so their meaning is defined here once:
 
 * ``DATA`` carries a chunk (into fetch) or :class:`~zephon_core.ops.contract.Records` (between stages)
-  or a :class:`~zephon_core.runtime.types.SampleBatch` (out of the terminal stage);
+  or a tuple of :class:`~zephon_core.runtime.types.SampleBatch` (out of the terminal stage: the
+  microbatches cut from one message, in order, so a group costs one hop instead of one per microbatch);
 * ``FLUSH`` closes window ``window`` of ``lane``: every operator before ``batch`` emits what it holds
   and starts the next window fresh;
 * ``LANE_END`` says the lane has no more data (its body, after the terminal stage, is the number of

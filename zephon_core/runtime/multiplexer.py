@@ -82,8 +82,13 @@ class Multiplexer:
         if msg.lane in self.arrived:
             self.arrived[msg.lane] = max(self.arrived[msg.lane], msg.seq)
         if msg.kind is Kind.DATA:
-            self.ready[msg.lane].append(msg.body)
-            self.yielded[msg.lane] += 1
+            body = msg.body
+            if isinstance(body, tuple):  # the microbatches cut from one message (runtime/batch.py)
+                self.ready[msg.lane].extend(body)
+                self.yielded[msg.lane] += len(body)
+            else:
+                self.ready[msg.lane].append(body)
+                self.yielded[msg.lane] += 1
         elif msg.kind is Kind.LANE_END:
             self.ended.add(msg.lane)
             self.leftover[msg.lane] = int(msg.body or 0)

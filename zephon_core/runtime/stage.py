@@ -18,7 +18,7 @@ import functools
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -113,7 +113,7 @@ class Stage:
         self.runner = runner
         self.metrics = StageMetrics(spec.name, runner, parallelism)
         self.timeout_s = timeout_s
-        self._busy: tuple[float, int, list[Lineage]] | None = None
+        self._busy: tuple[float, int, list[Lineage], int] | None = None
         self.executor = executor
         self.inbound = inbound
         self.outbound = outbound
@@ -122,6 +122,8 @@ class Stage:
         self.new_accumulator = new_accumulator
         self.describe_samples = describe_samples
         self.accs: dict[int, StageAccumulator] = {}
+        # Asked once: a runtime-checkable Protocol's isinstance costs tens of microseconds, per task.
+        self._materialize = spec.materialize if isinstance(spec, Materializes) else None
         self.threads = [
             threading.Thread(target=self._guard, args=(self._accumulate,), name=f"zephon-{self.name}-acc", daemon=True),
             threading.Thread(target=self._guard, args=(self._emit,), name=f"zephon-{self.name}-emit", daemon=True),
@@ -139,7 +141,14 @@ class Stage:
         except BaseException as exc:  # reaches the training loop through the context
             self.ctx.fail(exc)
 
-    def _error(self, what: str, lane: int, lineage: list[Lineage], exc: BaseException) -> OperatorError:
+    def _error(
+        self, what: str, lane: int, lineage: list[Lineage], exc: BaseException, work: Work | None = None
+    ) -> OperatorError:
+        """The error naming the stage (or fused step), the lane and the samples ``lineage`` of a failure.
+
+        ``work`` is the failed work item, when there is one (the batch stage narrows the samples to
+        the microbatch that failed).
+        """
         index = failed_slot(exc)
         if index is not None and 0 <= index < len(lineage):
             lineage = [lineage[index]]  # the worker said which item failed
@@ -209,7 +218,7 @@ class Stage:
         self.accs.pop(msg.lane, None)
         self.ctx.put(self.pending, Pending(msg))
 
-    def _submit(self, msg: Message, emitted: list[Emitted]) -> None:
+    def _submit(self, msg: Message, emitted: Sequence[Emitted]) -> None:
         """Queue what an accumulator emitted in response to ``msg``; it inherits the message's window."""
         for item in emitted:
             out = Message(Kind.DATA, msg.lane, msg.window, seq=msg.seq)
@@ -217,7 +226,7 @@ class Stage:
                 if self.executor is None:
                     raise OperatorError(f"operator {self.name!r} emitted work but declares no worker")
                 now = time.monotonic()
-                self._busy = (now, msg.lane, item.lineage)  # the inline runner runs the task right here
+                self._busy = (now, msg.lane, item.lineage, self._units(item))  # an inline runner runs it here
                 fut = self.executor.submit(item.task)
                 self._busy = None
                 pending = Pending(out, fut, item, now)
@@ -238,12 +247,13 @@ class Stage:
                 # later than now, so its clock starts at the later of submission and now.
                 started = max(p.submitted, time.monotonic())
                 work = p.work
+                overdue = functools.partial(self._check_overdue, started, msg.lane, work.lineage, self._units(work))
                 try:
-                    result = ctx.result(p.future, functools.partial(self._check_overdue, started, msg.lane, work.lineage))
+                    result = ctx.result(p.future, overdue)
                 except (Stopped, OperatorTimeoutError):
                     raise
                 except BaseException as exc:
-                    raise self._error("worker", msg.lane, p.work.lineage, exc) from exc
+                    raise self._error("worker", msg.lane, work.lineage, exc, work) from exc
                 if isinstance(result, Timed):
                     self.metrics.task_done(result)
                     result = result.result
@@ -252,26 +262,38 @@ class Stage:
                     continue
                 msg = msg.with_body(body)
             if msg.kind is Kind.DATA:
-                self.metrics.records_out += len(msg.body) if hasattr(msg.body, "__len__") else 1
+                self.metrics.records_out += self._records(msg.body)
             t0 = time.perf_counter()
             ctx.put(self.outbound, msg)
             self.metrics.blocked_output_s += time.perf_counter() - t0
             if msg.kind is Kind.STOP:
                 return
 
+    def _records(self, body: Any) -> int:
+        """Records in a DATA message's body, for the ``records_out`` counter."""
+        return len(body) if hasattr(body, "__len__") else 1
+
+    def _units(self, work: Work) -> int:
+        """How many times ``timeout_s`` a task for ``work`` may take (the batch stage: one per microbatch)."""
+        return 1
+
     # -- watchdog ------------------------------------------------------------------------------
     def _check_busy(self) -> None:
         """While the emitter waits for work: is a task running inline in the accumulator thread overdue?"""
         busy = self._busy
         if busy is not None:
-            self._check_overdue(busy[0], busy[1], busy[2])
+            self._check_overdue(*busy)
 
-    def _check_overdue(self, started: float, lane: int, lineage: list[Lineage]) -> None:
-        limit = self.timeout_s
-        if limit is None or time.monotonic() - started <= limit:
+    def _check_overdue(self, started: float, lane: int, lineage: list[Lineage], units: int = 1) -> None:
+        if self.timeout_s is None:
             return
+        limit = self.timeout_s * units
+        if time.monotonic() - started <= limit:
+            return
+        t = f"timeout_s={self.timeout_s:g}"
+        over = t if units == 1 else f"{units} x {t} (one per item)"
         err = OperatorTimeoutError(
-            f"operator {self.name!r} (runner {self.runner or '?'}): a task ran longer than timeout_s={limit:g} on "
+            f"operator {self.name!r} (runner {self.runner or '?'}): a task ran longer than {over} on "
             f"lane {lane}, samples {self.describe_samples(lineage)}; the pipeline stopped (a hung thread is abandoned, "
             "a hung process is killed). Raise the operator's timeout_s= if its tasks are legitimately this slow."
         )
@@ -280,12 +302,11 @@ class Stage:
 
     def _convert(self, msg: Message, result: Any, work: Work) -> Any:
         """Turn a worker's result into the next stage's input (``None``: nothing to forward)."""
-        spec = self.spec
         try:
-            if isinstance(spec, Materializes):  # a fused stage rebuilds its steps' tombstones
-                out = spec.materialize(result, work)
+            if self._materialize is not None:  # a fused stage rebuilds its steps' tombstones
+                out = self._materialize(result, work)
             else:
-                out = materialize(spec.traits.fanout, result, work)
+                out = materialize(self.spec.traits.fanout, result, work)
         except TypeError as exc:
             raise self._error("worker", msg.lane, work.lineage, exc) from exc
         if out is not None and len(out.dropped) > len(work.dropped):
@@ -335,7 +356,8 @@ def materialize(fanout: str, result: Any, work: Work) -> Records | None:
                 out.payloads.extend(rs)
                 out.keys.extend(mix64(k, j + 1) for j in range(len(rs)))
                 out.lineage.extend([lin] * len(rs))
-    bad = next((p for p in out.payloads if not isinstance(p, dict)), None)
+    kinds = set(map(type, out.payloads))  # one pass in C; the per-record isinstance only if another type shows up
+    bad = None if kinds <= {dict} else next((p for p in out.payloads if not isinstance(p, dict)), None)
     if bad is not None:
         raise TypeError(f"worker output must be a dict, got {type(bad).__name__}")
     return out if (out.payloads or out.dropped) else None

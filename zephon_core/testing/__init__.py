@@ -7,7 +7,8 @@ what they share lives here, importable wherever the kernel is installed:
   test and benchmark reads, and text mixtures built from it.
 * :mod:`zephon_core.testing.cli` — :func:`~zephon_core.testing.cli.run_cli`, the ``zephon`` command
   line run in-process, for plugins that contribute commands.
-* :mod:`zephon_core.testing.packing` — token documents and a checker for packing operators.
+* :mod:`zephon_core.testing.packing` — token documents and a checker for packing operators, now
+  zephon-pack's (:mod:`zephon_pack.checking`), resolved there lazily.
 * :mod:`zephon_core.testing.workers` — worker functions that fail, die or hang on one record, for
   runner tests.
 

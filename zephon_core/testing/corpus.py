@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from zephon_core.work.source import StaticMixtureWorkSource
+    from zephon_core.defaults.sources.static_mixture import StaticMixtureWorkSource
 
 MIN_DOCUMENTS = 10_000
 _MIN_CHARS = 40

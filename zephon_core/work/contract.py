@@ -29,8 +29,8 @@ from zephon_core.errors import CheckpointError, ConfigError
 from zephon_core.work.ids import dataset_of, split_sample_id
 
 if TYPE_CHECKING:
+    from zephon_core.defaults.sources.exhaustion import Exhausted
     from zephon_core.work.dataset import Dataset
-    from zephon_core.work.exhaustion import Exhausted
 
 MixingUnit = Literal["samples", "tokens"]
 
@@ -188,7 +188,7 @@ class Steerable(Protocol):
 
     When the kernel uses it: ``Pipeline.update_mixture(weights)`` computes, per lane, the lane-local
     chunk from which the update applies (the lane's resume window plus :attr:`update_lead_windows`,
-    see :mod:`zephon_core.work.steering`) and passes it on; with windows on, the feeder is then paced
+    see :mod:`zephon_core.defaults.sources.steering`) and passes it on; with windows on, the feeder is then paced
     so it never computes a chunk at or past that point before the update can arrive. A pipeline
     over a source without it refuses ``update_mixture``.
     """
@@ -256,7 +256,7 @@ class Paced(Protocol):
 
     When the kernel uses it: the feeder feeds only lanes whose next chunk ``may_compute`` allows and
     waits for the training loop when none is. The pipeline wraps a :class:`Steerable` source in such
-    a gate (:class:`~zephon_core.work.steering.LeadGate`); a source may implement it itself to
+    a gate (:class:`~zephon_core.defaults.sources.steering.LeadGate`); a source may implement it itself to
     pace the feeder. It changes only timing, never which chunks a lane gets.
     """
 

@@ -7,11 +7,17 @@ zephon-demo. Users' scripts (and, for the demo, 0.1.0 fingerprints) name those m
 still exists as a few lines that look every name up in its new home on first use (module
 ``__getattr__``). The kernel never imports the new home at import time, and does not depend on it:
 without it installed, using a name is a :class:`~zephon_core.errors.PluginError` saying what to install.
+
+The kernel's built-in operators and work sources moved the same way, within the kernel, to its
+default plugins (:mod:`zephon_core.defaults`): ``zephon_core.ops.mapping``, ``zephon_core.work.source``
+and the other 0.1.0 modules of theirs forward there (``package`` :data:`CORE`, always installed).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -19,6 +25,9 @@ from zephon_core.errors import PluginError
 
 CURRICULA = "zephon-curricula"
 """The distribution that holds scheduled mixtures (:mod:`zephon_curricula`)."""
+
+CORE = "zephon-core"
+"""The kernel itself: the home of the default plugins (:mod:`zephon_core.defaults`), always installed."""
 
 
 def home(former: str, target: str, package: str, missing: str | None = None) -> ModuleType:
@@ -61,3 +70,15 @@ def resolve(
         ) from None
     namespace[name] = value
     return value
+
+
+def forward(former: str, target: str, package: str = CORE) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``former`` that finds each name in ``target`` (see :func:`resolve`).
+
+    A forwarding module is then its docstring and ``__getattr__ = forward(__name__, "new.home")``.
+    """
+
+    def lookup(name: str) -> Any:
+        return resolve(former, target, package, name, sys.modules[former].__dict__)
+
+    return lookup

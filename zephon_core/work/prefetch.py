@@ -4,8 +4,8 @@ With a cross-shard shuffle, "the next N files by index" is the wrong guess: a la
 reads a few files from anywhere in the dataset. The work source knows which ones, as a pure
 function of the chunk number (:func:`~zephon_core.work.contract.shards_for`). :class:`Lookahead`
 wraps the source the feeder reads: when it hands out chunk ``g`` it computes the same lane's next
-chunk, ``g + lanes``, keeps it for when it is asked for, and calls ``Reader.prefetch`` with the
-shards that chunk reads. Only datasets whose reader has the
+chunks, ``g + lanes``, ``g + 2 * lanes``, ... (:data:`LOOKAHEAD_CHUNKS` of them), keeps them for when
+they are asked for, and calls ``Reader.prefetch`` with the shards each reads. Only datasets whose reader has the
 :class:`~zephon_core.work.readers.PrefetchingReader` capability (it overrides :meth:`Reader.prefetch`)
 are asked, and without any such reader the source is used as it is.
 
@@ -21,6 +21,9 @@ from typing import Any
 from zephon_core.work.contract import Chunk, PlanVersioned, WorkSource
 from zephon_core.work.dataset import Dataset
 from zephon_core.work.readers import PrefetchingReader, Reader, prefetches
+
+LOOKAHEAD_CHUNKS = 8
+"""How many of a lane's next chunks are announced to its readers ahead of being read."""
 
 
 def prefetching_readers(source: WorkSource) -> list[PrefetchingReader | None]:
@@ -65,14 +68,28 @@ class Lookahead:
         return self._source.plan_version if isinstance(self._source, PlanVersioned) else None
 
     def chunk(self, number: int) -> Chunk | None:
-        """Chunk ``number`` (computed early if it was), then prefetch for the lane's next chunk."""
+        """Chunk ``number`` (computed early if it was), then prefetch for the lane's next chunks.
+
+        The lane's next :data:`LOOKAHEAD_CHUNKS` chunks are kept announced: a chunk is read soon
+        after the one before it, so announcing only the next one gives a distant store a few
+        milliseconds to answer; announcing several gives it the time several chunks take to train.
+        Each is computed once, when it first enters the horizon.
+        """
         version = self._version()
         early = self._early.pop(number, None)
         chunk = early[1] if early is not None and early[0] == version else self._source.chunk(number)
         if chunk is not None:
-            nxt = self._source.chunk(number + self._lanes)
-            self._early[number + self._lanes] = (version, nxt)
-            if nxt is not None:
+            for k in range(1, LOOKAHEAD_CHUNKS + 1):
+                ahead = number + k * self._lanes
+                known = self._early.get(ahead)
+                if known is not None and known[0] == version:
+                    if known[1] is None:
+                        break
+                    continue
+                nxt = self._source.chunk(ahead)
+                self._early[ahead] = (version, nxt)
+                if nxt is None:
+                    break
                 self.prefetch(nxt)
         return chunk
 

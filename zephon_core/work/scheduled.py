@@ -5,12 +5,6 @@ Checkpoints do not name this module: the source is fingerprinted by its ``descri
 ``type`` is ``"ScheduledMixtureWorkSource"`` wherever the class lives.
 """
 
-from __future__ import annotations
+from zephon_core.work.moved import CURRICULA, forward
 
-from typing import Any
-
-from zephon_core.work.moved import CURRICULA, resolve
-
-
-def __getattr__(name: str) -> Any:
-    return resolve(__name__, "zephon_curricula.scheduled", CURRICULA, name, globals())
+__getattr__ = forward(__name__, "zephon_curricula.scheduled", CURRICULA)

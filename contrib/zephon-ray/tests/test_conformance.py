@@ -19,8 +19,8 @@ from zephon_core.conformance.harness import run_global
 from zephon_core.conformance.operators import FLUSH_EVERY, LANES
 from zephon_core.conformance.rules import rule
 from zephon_core.conformance.samples import upper_or_drop, words_flush, words_init, words_push, words_transform
-from zephon_core.ops.mapping import MapTransform
-from zephon_core.ops.stateful import StatefulTransform
+from zephon_core.defaults.operators.mapping import MapTransform
+from zephon_core.defaults.operators.stateful import StatefulTransform
 
 _RUNNER_INDEPENDENT = "runner-independent check: the kernel's own conformance tests run it for built-in operators"
 

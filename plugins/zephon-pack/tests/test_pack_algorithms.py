@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from zephon_pack import PackSequences, segment_spans
 from zephon_pack.assemble import PackWorker
+from zephon_pack.checking import TOKEN_STRIDE, check_packed_rows, collect, token_documents, token_source
 from zephon_pack.testing import push_lengths, row_fills
 
 from zephon_core import ConfigError, Pipeline, Records
 from zephon_core.conformance.harness import run_global
-from zephon_core.testing.packing import TOKEN_STRIDE, check_packed_rows, collect, token_documents, token_source
 
 VARIANTS = [("wrap", None), ("first_fit", False), ("first_fit", True), ("best_fit", False), ("best_fit", True)]
 TARGET = 512

@@ -12,10 +12,10 @@ import pytest
 from zephon_pack import PackedTrainingView, PackSequences, segment_spans
 from zephon_pack.algorithms import Masked
 from zephon_pack.assemble import PackWorker
+from zephon_pack.checking import collect, token_documents, token_source
 from zephon_pack.testing import PackConformance
 
 from zephon_core import ConfigError, OperatorError, Pipeline
-from zephon_core.testing.packing import collect, token_documents, token_source
 
 
 def with_masks(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -11,12 +11,12 @@ import functools
 import numpy as np
 import pytest
 from zephon_pack import PackSequences
+from zephon_pack.checking import TOKEN_STRIDE, check_packed_rows, collect, token_documents, token_source
 from zephon_pack.testing import push_lengths, row_fills
 
 from zephon_core import ConfigError, Dataset, Pipeline, Records, StaticMixtureWorkSource
 from zephon_core.conformance import OperatorConformance
 from zephon_core.conformance.harness import run_global
-from zephon_core.testing.packing import TOKEN_STRIDE, check_packed_rows, collect, token_documents, token_source
 from zephon_core.work.ids import datasets_of
 
 TARGET = 512

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from zephon_pack import PackedTrainingView, varlen_cu_seqlens
 from zephon_pack.assemble import PackWorker
+from zephon_pack.checking import collect, token_documents, token_source
 
 from zephon_core import Pipeline
-from zephon_core.testing.packing import collect, token_documents, token_source
 
 L = 12
 

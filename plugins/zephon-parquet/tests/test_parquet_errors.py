@@ -60,3 +60,41 @@ class TestParquetFaults(S3ColumnarReaderFaults):
         ds = Dataset.from_path("x", str(one_file), on_error="skip", max_bad_fraction=0.5)
         rows = ds.reader.read_or_skip(0, np.array([10, 600, 999, 1500]))
         assert rows == [docs[10], None, None, docs[1500]]
+
+
+def test_remote_footers_are_read_together_and_the_first_bad_file_is_named(tmp_path, monkeypatch):
+    """Listing a remote dataset reads its footers several at a time; errors still name the first bad file."""
+    pytest.importorskip("moto.server")
+    import threading
+    import time
+
+    from zephon_parquet.reader import ParquetReader
+    from zephon_testkit.s3 import moto_s3
+
+    local = tmp_path / "one.parquet"
+    pq.write_table(pa.Table.from_pylist([{"id": i, "text": "x" * i} for i in range(50)]), local)
+    state = {"now": 0, "most": 0}
+    lock = threading.Lock()
+    footer = ParquetReader._footer
+
+    def counted(self, i):  # how many footer reads are in flight at once
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        try:
+            time.sleep(0.05)
+            return footer(self, i)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    monkeypatch.setattr(ParquetReader, "_footer", counted)
+    with moto_s3("footers") as s3:
+        for k in range(6):
+            s3.put(f"good/part-{k}.parquet", local.read_bytes())
+            s3.put(f"bad/part-{k}.parquet", b"\0" * 100 if k in (2, 4) else local.read_bytes())
+        ds = Dataset.from_path("x", s3.url("good"), format="parquet", storage_options=s3.storage_options)
+        assert sum(s.num_samples for s in ds.reader.shards()) == 300
+        assert state["most"] > 1
+        with pytest.raises(ReaderError, match=r"s3://footers/bad/part-2\.parquet: not a readable Parquet file"):
+            Dataset.from_path("x", s3.url("bad"), format="parquet", storage_options=s3.storage_options)

@@ -167,6 +167,23 @@ def test_s3_listing_download_and_prefetch(s3, tmp_path):
     st.close()
 
 
+def test_prefetching_a_listed_file_sends_no_metadata_request(s3, tmp_path, monkeypatch):
+    """The listing already knows each file's size and version: a prefetch goes straight to the download."""
+    for i in range(3):
+        s3.put(f"listed/part-{i}.bin", bytes([i]) * 1000)
+    st = Storage(s3.url("listed"), storage_options=s3.storage_options, cache_dir=str(tmp_path))
+    files = st.list_files(lambda r: r.endswith(".bin"))
+    asked: list[str] = []
+    info = st.info
+    monkeypatch.setattr(st, "info", lambda rel: asked.append(rel) or info(rel))
+    futures = st.prefetch(files)
+    st.wait_prefetch(timeout=30)
+    assert all(f.result() is True for f in futures) and asked == []
+    assert st.open_local("part-1.bin", files[1])._entry.produced is False  # the foreground read finds it warm
+    st.prefetch(["part-0.bin"])  # by name only it still works (and asks), for callers without a listing
+    st.close()
+
+
 def test_s3_permanent_errors_name_the_url(s3, tmp_path):
     st = Storage(s3.url("perm"), storage_options=s3.storage_options, cache_dir=str(tmp_path))
     s3.put("perm/a.bin", b"a")

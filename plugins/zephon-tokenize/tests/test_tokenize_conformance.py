@@ -13,11 +13,21 @@ from zephon_core.conformance import OperatorConformance
 from zephon_core.conformance import samples as conformance_samples
 from zephon_core.work.contract import source_info
 
+SAMPLE_RECORDS = 160
+"""Enough for every check: each of the suite's 4 lanes gets 40 records, more than a flush window (2
+chunks of 16), and the every-cut-point resume on 2 lanes gets 79 global steps, so all its cuts (every
+step of the first two windows, up to step 61) happen. The suite's default 480 only lengthens each of
+its 40 replays to the end."""
+
 
 class TestTokenizeConformance(OperatorConformance):
     @pytest.fixture
     def operator_factory(self):
         return functools.partial(Tokenize, "gpt2")
+
+    @pytest.fixture
+    def sample_records(self):
+        return conformance_samples.text_records(SAMPLE_RECORDS)
 
 
 @pytest.mark.slow
@@ -28,10 +38,14 @@ class TestTokenizeSplitConformance(OperatorConformance):
     def operator_factory(self):
         return functools.partial(Tokenize, "gpt2", max_length=24, split_long_samples=True, add_bos=True)
 
+    @pytest.fixture
+    def sample_records(self):
+        return conformance_samples.text_records(SAMPLE_RECORDS)  # pieces: more global steps than Tokenize's
+
 
 def conformance_source() -> StaticMixtureWorkSource:
     """The two-dataset source the suite builds its pipelines on (2:1, chunks of 16)."""
-    recs = conformance_samples.text_records()
+    recs = conformance_samples.text_records(SAMPLE_RECORDS)
     cut = (2 * len(recs)) // 3
     return StaticMixtureWorkSource(
         [
@@ -61,6 +75,10 @@ class TestEnsureMixtureConformance(OperatorConformance):
         return prepared_ensure_mixture
 
     @pytest.fixture
+    def sample_records(self):
+        return conformance_samples.text_records(SAMPLE_RECORDS)  # the records conformance_source() holds
+
+    @pytest.fixture
     def upstream(self):
         return [functools.partial(Tokenize, "gpt2")]
 
@@ -73,6 +91,10 @@ class TestEnsureMixtureMostBehindConformance(OperatorConformance):
     @pytest.fixture
     def operator_factory(self):
         return functools.partial(prepared_ensure_mixture, release="most_behind")
+
+    @pytest.fixture
+    def sample_records(self):
+        return conformance_samples.text_records(SAMPLE_RECORDS)  # the records conformance_source() holds
 
     @pytest.fixture
     def upstream(self):

@@ -17,8 +17,8 @@ from zephon_vision.normalize import CLIP_MEAN, CLIP_STD, IMAGENET_MEAN, IMAGENET
 from zephon_vision.patchify import QWEN2_VL_MAX_PIXELS, QWEN2_VL_MIN_PIXELS, smart_resize
 from zephon_vision.testing import image_arrays, photographs
 
+from zephon_core.defaults.operators.mapping import rng_base, sample_rng
 from zephon_core.errors import ConfigError
-from zephon_core.ops.mapping import rng_base, sample_rng
 
 
 @pytest.fixture(scope="module")

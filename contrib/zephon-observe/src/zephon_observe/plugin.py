@@ -1,7 +1,8 @@
 """Registration with Zephon (found through the ``zephon`` entry point in pyproject.toml).
 
-Two hooks: the ``manifest`` observer, which ``options(manifest=PATH)`` attaches to a pipeline, and
-the ``zephon profile`` and ``zephon manifest`` commands. This module is imported whenever a plugin
+Two hooks: the observers of three options (``manifest=PATH`` records every delivered microbatch,
+``validate=`` probes the pipeline's own steps before it starts, ``autotune=True`` tunes parallelism
+while it runs), and the ``zephon profile`` and ``zephon manifest`` commands. This module is imported whenever a plugin
 manager is built (every ``Pipeline`` without ``plugins=``, every ``zephon`` invocation), so it only
 names things: the factories and command bodies are lazy ``"module:attr"`` strings, and building the
 commands' parsers needs nothing but argparse, which the CLI has already imported.
@@ -22,6 +23,16 @@ def zephon_register_observers(register: ObserverRegister) -> None:
         factory="zephon_observe.manifest:start_writer",
         check="zephon_observe.manifest:check_option",
         description="options(manifest=PATH): record the samples of every global step as Parquet",
+    )
+    register(
+        name="validate",
+        factory="zephon_observe.validation:probe_steps",
+        description="options(validate='warn'|'strict'): probe the pipeline's own steps against the conformance rules",
+    )
+    register(
+        name="autotune",
+        factory="zephon_observe.autotune:AutoTuner",
+        description="options(autotune=True): raise the parallelism of the limiting step while the pipeline runs",
     )
 
 

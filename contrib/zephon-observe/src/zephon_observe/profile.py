@@ -20,7 +20,7 @@ or as a JSON (or, when PyYAML is installed, YAML) definition::
     }
 
 ``source`` keys other than ``datasets`` and ``mixture`` go to
-:class:`~zephon_core.work.source.StaticMixtureWorkSource`; a dataset ``path`` is relative to the
+:class:`~zephon_core.defaults.sources.static_mixture.StaticMixtureWorkSource`; a dataset ``path`` is relative to the
 definition file; ``operators`` are registered operators by name with ``args``/``kwargs``; any value
 ``{"import": "module:attr"}`` is replaced by that Python object (functions, collate functions).
 

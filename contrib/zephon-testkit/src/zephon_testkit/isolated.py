@@ -156,12 +156,39 @@ def build_wheels(sources: Sequence[Path], out: Path, timeout: float = 400) -> li
                 shutil.copytree(src / "zephon_core", copy / "zephon_core", ignore=skip)
             else:
                 shutil.copytree(src, copy, ignore=skip)
+            cached = _wheel_cache(copy)
+            hit = sorted(cached.glob("*.whl")) if cached.is_dir() else []
+            if hit:
+                wheels.append(Path(shutil.copy2(hit[0], out / hit[0].name)))
+                continue
             before = set(out.glob("*.whl"))
             cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out)]
             run([*cmd, str(copy)], timeout)
             (new,) = set(out.glob("*.whl")) - before
             wheels.append(new)
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            staged = Path(tempfile.mkdtemp(dir=cached.parent))
+            shutil.copy2(new, staged / new.name)
+            try:
+                os.replace(staged, cached)  # whole or not at all: a test beside this one sees no half wheel
+            except OSError:  # another test stored the same wheel first
+                shutil.rmtree(staged, ignore_errors=True)
     return wheels
+
+
+def _wheel_cache(tree: Path) -> Path:
+    """Where the wheel of this exact source tree is kept for the session's other install-alone tests.
+
+    Every install-alone test builds the kernel's wheel (and often the storage toolkit's); the key is
+    a hash of every file's path and bytes, so a changed source never meets an old wheel.
+    """
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in tree.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(tree)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return Path(tempfile.gettempdir()) / "zephon-wheel-cache" / "built" / f"{tree.name}-{digest.hexdigest()[:20]}"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -191,7 +218,19 @@ def run_script(
 
 def installed(python: Path) -> set[str]:
     """Distribution names installed in that environment (lower case)."""
-    out = run([sys.executable, "-m", "pip", "--python", str(python), "list", "--format=freeze", "--disable-pip-version-check"], 60)
+    out = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "list",
+            "--format=freeze",
+            "--disable-pip-version-check",
+        ],
+        60,
+    )
     return {line.split("==")[0].lower() for line in out.splitlines() if "==" in line}
 
 
@@ -233,7 +272,9 @@ def check_alone(
     missing = {package, "zephon-core", *present} - dists
     unwanted = dists & set(absent)
     if missing or unwanted:
-        raise AssertionError(f"{package} alone: missing {sorted(missing)}, unwanted {sorted(unwanted)}; has {sorted(dists)}")
+        raise AssertionError(
+            f"{package} alone: missing {sorted(missing)}, unwanted {sorted(unwanted)}; has {sorted(dists)}"
+        )
     out = run_script(python, script, where, *args, env=env, timeout=timeout)
     if expect not in out:
         raise AssertionError(f"{package} alone: the script did not print {expect!r}:\n{out[-3000:]}")

@@ -1,6 +1,6 @@
 """What every audio/video operator shares: a per-record function run by the kernel's ``map_transform``.
 
-As in ``zephon-vision``, each operator is a :class:`~zephon_core.ops.mapping.MapTransform` over a
+As in ``zephon-vision``, each operator is a :class:`~zephon_core.defaults.operators.mapping.MapTransform` over a
 small frozen dataclass (picklable, so every runner runs it; its fields are the configuration and so
 the fingerprint). The accumulator only passes records through, the worker is a pure function of
 the record, and the operators that draw random numbers (a random clip start) declare ``rng`` and

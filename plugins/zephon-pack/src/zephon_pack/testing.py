@@ -15,7 +15,7 @@ import pytest
 
 from zephon_core import Records, Work
 from zephon_core.conformance import OperatorConformance
-from zephon_core.testing.packing import token_documents
+from zephon_pack.checking import token_documents
 from zephon_pack.operator import PackSequences
 
 

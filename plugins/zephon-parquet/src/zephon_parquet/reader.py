@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,8 @@ from zephon_core import ReaderError, RecordError, ShardInfo
 from zephon_parquet.detect import FILES
 
 DEFAULT_ROW_GROUP_CACHE = 256 * 1024**2
+FOOTER_READS = 16
+"""Remote footers read at once when a dataset without a manifest is listed."""
 
 
 class ParquetReader(FileReader):
@@ -102,18 +105,37 @@ class ParquetReader(FileReader):
     def row_group_offsets(self, i: int) -> np.ndarray:
         """Row offsets of shard ``i``'s row groups: ``[0, n0, n0+n1, …, num_rows]``."""
         if self._offsets is None:
-            offsets = []
-            for k, info in enumerate(self.files()):
+            files = self.files()
+            listed: dict[int, list[int]] = {}
+            for k, info in enumerate(files):
                 entry = self._manifest.get(info.rel) if self._manifest else None
                 if entry is not None and "row_groups" in entry.extra and self.columns is None:
-                    rows = [int(n) for n in entry.extra["row_groups"]]  # no footer read at listing time
-                else:
-                    meta = self._footer(k)
-                    self._check_columns(k, meta.schema.to_arrow_schema().names)
-                    rows = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-                offsets.append(np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).astype(np.int64))
-            self._offsets = offsets
+                    listed[k] = [int(n) for n in entry.extra["row_groups"]]  # no footer read at listing time
+            unread = [k for k in range(len(files)) if k not in listed]
+            for k, rows in zip(unread, self._footer_rows(unread)):
+                listed[k] = rows
+            self._offsets = [
+                np.concatenate([[0], np.cumsum(listed[k], dtype=np.int64)]).astype(np.int64) for k in range(len(files))
+            ]
         return self._offsets[i]
+
+    def _footer_rows(self, shards: list[int]) -> list[list[int]]:
+        """Row-group sizes of these shards, from their footers (checked against ``columns``).
+
+        A remote footer costs a round trip or two; read one by one, a few hundred files at a
+        distant store keep the first batch waiting for seconds. So remote footers are read
+        :data:`FOOTER_READS` at a time; results (and the first error, in shard order) are the same.
+        """
+
+        def rows_of(k: int) -> list[int]:
+            meta = self._footer(k)
+            self._check_columns(k, meta.schema.to_arrow_schema().names)
+            return [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+
+        if self.storage.is_local or len(shards) < 2:
+            return [rows_of(k) for k in shards]
+        with ThreadPoolExecutor(min(FOOTER_READS, len(shards)), thread_name_prefix="zephon-footers") as pool:
+            return list(pool.map(rows_of, shards))
 
     def shards(self) -> list[ShardInfo]:
         """One shard per file; row counts come from the footers (no data is read)."""

@@ -478,8 +478,8 @@ class FileReader(StorageReader):
                 old()
             if self.prefetch_ahead > 0 and not self.storage.is_local:
                 files = self.files()
-                ahead = (files[(i + k) % len(files)].rel for k in range(1, self.prefetch_ahead + 1))
-                self.storage.prefetch(r for r in ahead if self._prefetchable(r))
+                ahead = (files[(i + k) % len(files)] for k in range(1, self.prefetch_ahead + 1))
+                self.storage.prefetch(f for f in ahead if self._prefetchable(f.rel))
             return handle
 
     def _prefetchable(self, rel: str) -> bool:
@@ -489,7 +489,7 @@ class FileReader(StorageReader):
     def prefetch(self, shards: Sequence[int]) -> None:
         """Warm the node cache with these shards' files (remote data) in the background."""
         files = self.files()
-        self.storage.prefetch(files[s].rel for s in shards if self._prefetchable(files[s].rel))
+        self.storage.prefetch(files[s] for s in shards if self._prefetchable(files[s].rel))
 
     def stop_prefetch(self) -> None:
         """Stop the prefetch threads (a later prefetch starts them again)."""

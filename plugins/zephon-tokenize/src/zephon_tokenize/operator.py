@@ -1,6 +1,6 @@
 """``tokenize``: text to token ids on parallel workers, and the calibration for mixing in tokens.
 
-The accumulator is the kernel's :class:`~zephon_core.ops.mapping.PassThrough`: it hands each
+The accumulator is the kernel's :class:`~zephon_core.defaults.operators.mapping.PassThrough`: it hands each
 incoming run of records (one fetched chunk) to a worker as one group, so the expensive part,
 ``encode_batch`` over the group, is all on the workers and the operator is stateless; on the
 processes runner the kernel may therefore run it in the same task as the fetch and the maps before

@@ -1,6 +1,6 @@
 """What every vision operator shares: a per-record function run by the kernel's ``map_transform``.
 
-Each operator is a :class:`~zephon_core.ops.mapping.MapTransform` whose function is a small frozen
+Each operator is a :class:`~zephon_core.defaults.operators.mapping.MapTransform` whose function is a small frozen
 dataclass (picklable, so it runs on every runner; its fields are the operator's configuration).
 Building on ``map_transform`` rather than on a new accumulator keeps the determinism argument
 where it already holds: the accumulator only passes records through, the worker is a pure function

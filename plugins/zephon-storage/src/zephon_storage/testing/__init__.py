@@ -1,5 +1,6 @@
 """The reader test kit (``pip install 'zephon-storage[testing]'``): what a reader plugin's tests share.
 
+* :mod:`zephon_storage.testing.conformance` — :class:`ReaderConformance`, the checks every reader must pass.
 * :mod:`zephon_storage.testing.readers` — shards of the shared corpus, read-back checks, and the
   shared test classes every file-per-shard reader subclasses (:class:`CorpusConformance`,
   :class:`FileReaderFaults`, :class:`ColumnarReaderFaults`), cross-format hashing.

@@ -29,7 +29,8 @@ import numpy as np
 import pytest
 
 from zephon_core import ConfigError, Dataset, Pipeline, Reader, ReaderError, StaticMixtureWorkSource, ZephonError
-from zephon_core.conformance import ReaderCapabilities, ReaderConformance
+from zephon_core.conformance import ReaderCapabilities
+from zephon_storage.testing.conformance import ReaderConformance
 from zephon_storage.testing.readers import (
     SharedTests,
     flip_byte,

@@ -6,7 +6,7 @@ Every format is checked the same way, so the comparisons live here once:
   :func:`check_pipeline`, :func:`check_fetch_runners` and :func:`run_explained` cut the corpus into
   shards and compare what a reader (or a whole pipeline, in threads and in worker processes)
   returns with it, sample by sample.
-* :class:`CorpusConformance` runs the kernel's :class:`~zephon_core.conformance.ReaderConformance`
+* :class:`CorpusConformance` runs :class:`~zephon_storage.testing.conformance.ReaderConformance`
   on corpus documents written by the format's own writer.
 * :class:`FileReaderFaults` and :class:`ColumnarReaderFaults` are the bad-input tests every
   file-per-shard reader must pass (a fault is a ``ReaderError`` that names the file), including
@@ -44,10 +44,10 @@ from zephon_core import (
     ZephonError,
     hash_global_batch,
 )
-from zephon_core.conformance import ReaderConformance
 from zephon_core.conformance.harness import run_global
 from zephon_core.testing.cli import run_cli
 from zephon_core.testing.corpus import documents
+from zephon_storage.testing.conformance import ReaderConformance
 
 Record = dict[str, Any]
 

@@ -1,4 +1,7 @@
-"""``ReaderConformance``: the checks every format reader must pass.
+"""``ReaderConformance``: the checks every format reader must pass (rules 8 and 9 of the conformance suite).
+
+It lives in the reader test kit because every reader builds on the storage toolkit; the kernel's
+``from zephon_core.conformance import ReaderConformance`` resolves here when zephon-storage is installed.
 
 Subclass it and provide a dataset written by the format's own library::
 
@@ -31,13 +34,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
+from zephon_core import OperatorError, Reader, ReaderError, ZephonError
+from zephon_core.conformance import digest_payload
 from zephon_core.conformance.rules import ReaderCapabilities, SuiteBase, rule
-from zephon_core.errors import OperatorError, ReaderError, ZephonError
-from zephon_core.hashing import digest_payload
-from zephon_core.work.readers import Reader
 
 if TYPE_CHECKING:
-    from zephon_core.plugins import ZephonPluginManager
+    from zephon_core.plugin_api import ZephonPluginManager
 
 TIMEOUT = 60.0
 

@@ -1,23 +1,24 @@
-"""Online autotuning: raise the parallelism of the step that limits throughput, within a CPU budget.
+"""Online autotuning (``options(autotune=True)``): raise the parallelism of the step that limits throughput.
 
 Parallelism and runners are order-neutral by construction (a reorder window restores sequence), so a
 tuner may change them while the pipeline runs without changing a single batch. Every ``interval_s``
-the tuner reads the windowed metrics, names the bottleneck (:mod:`zephon_core.runtime.diagnose`)
+the tuner reads the windowed metrics, names the bottleneck (:func:`~zephon_core.plugin_api.diagnose`)
 and gives that step one more worker if the budget allows. The next interval judges the change: if
 delivered throughput did not improve, the step goes back and is not raised again (hill climbing
 with memory), so the tuner settles instead of oscillating.
+
+Registered as the observer of the ``autotune`` option (:mod:`zephon_observe.plugin`); the kernel
+hands it the running engine as a :class:`~zephon_core.hookspecs.Tunable` (its metrics, and the
+parallelism of the steps it may resize), within the ``cpu_budget`` option's workers.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
-from zephon_core.runtime.diagnose import diagnose
-from zephon_core.runtime.metrics import windowed
-from zephon_core.runtime.runners import Resizable
-from zephon_core.runtime.stage import Stage
+from zephon_core.hookspecs import Tunable
+from zephon_core.plugin_api import diagnose, windowed
 
 GAIN = 1.05
 """A change is kept when throughput rose by at least this factor."""
@@ -26,15 +27,8 @@ GAIN = 1.05
 class AutoTuner:
     """Runs on its own daemon thread beside an engine (see the module docstring)."""
 
-    def __init__(
-        self,
-        stages: list[Stage],
-        snapshot: Callable[[], dict[str, Any]],
-        budget: int,
-        interval_s: float = 1.0,
-    ) -> None:
-        self.stages = {st.name: st for st in stages if isinstance(st.executor, Resizable)}
-        self.snapshot = snapshot
+    def __init__(self, engine: Tunable, *, budget: int, interval_s: float = 1.0) -> None:
+        self.engine = engine
         self.budget = budget
         self.interval_s = interval_s
         self.history: list[dict[str, Any]] = []
@@ -50,24 +44,16 @@ class AutoTuner:
         self._stop.set()
 
     def settings(self) -> dict[str, int]:
-        return {name: st.metrics.parallelism for name, st in self.stages.items()}
+        return self.engine.resizable()
 
     def report(self) -> dict[str, Any]:
         return {"parallelism": self.settings(), "budget": self.budget, "changes": list(self.history[-50:])}
 
-    def _set(self, st: Stage, parallelism: int) -> None:
-        ex = st.executor
-        if not isinstance(ex, Resizable):
-            return
-        ex.resize(parallelism)
-        st.metrics.parallelism = parallelism
-        st.pending.maxsize = max(2, 2 * parallelism)  # the reorder window grows with the workers
-
     def _run(self) -> None:
-        prev = self.snapshot()
+        prev = self.engine.metrics()
         while not self._stop.wait(self.interval_s):
             try:
-                now = self.snapshot()
+                now = self.engine.metrics()
             except Exception:  # the pipeline is closing
                 return
             w = windowed(now, prev)
@@ -77,25 +63,22 @@ class AutoTuner:
     def step(self, w: dict[str, Any], t: float) -> None:
         """One decision from one window of metrics (public so tests can drive the tuner directly)."""
         throughput = w["consumer"]["batches_per_s"]
+        settings = self.settings()
         if self._trial is not None:
             name, before_p, before_tp = self._trial
             self._trial = None
-            trial = self.stages[name]
             if throughput < before_tp * GAIN:
-                self._set(trial, before_p)
+                self.engine.resize(name, before_p)
                 self.saturated.add(name)
                 self.history.append({"t": round(t, 1), "stage": name, "parallelism": before_p, "kept": False})
             else:
-                self.history.append({"t": round(t, 1), "stage": name, "parallelism": trial.metrics.parallelism, "kept": True})
+                self.history.append({"t": round(t, 1), "stage": name, "parallelism": settings[name], "kept": True})
             return
         d = diagnose(w)
-        st = self.stages.get(d.stage)
-        if st is None or d.stage in self.saturated:
+        if d.stage not in settings or d.stage in self.saturated:
             return
-        used = sum(s.metrics.parallelism for s in self.stages.values())
-        if used >= self.budget:
+        if sum(settings.values()) >= self.budget:
             return
-        p = st.metrics.parallelism
+        p = settings[d.stage]
         self._trial = (d.stage, p, throughput)
-        self._set(st, p + 1)
-
+        self.engine.resize(d.stage, p + 1)
