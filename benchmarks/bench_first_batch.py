@@ -6,6 +6,10 @@ Lines), with the **default** ``chunk_size`` and ``flush_every_k_chunks`` unless 
 
 * first batch: seconds from ``iter(pipeline)`` to the first global step, in a fresh pipeline;
 * gaps: the longest wait for one global step at steady state (after the first ``--warmup`` steps);
+* work between batches (``--work-between``): the same run with the ``inline`` runner, counting the
+  documents tokenized between consecutive global batches instead of seconds. The most any step
+  waited for, in global batches' worth of work (documents per step on average), moves little with
+  the machine's load, unlike the gaps: use it to compare feeder orderings on a shared machine;
 * flush overhead: the padding one flush adds (measured with a flush after every chunk, against the
   same records packed without flushes) over the tokens of the pipeline's window, in percentage
   points of tokens.
@@ -14,6 +18,7 @@ It also runs the same corpus with ``exhaustion="stop"`` (a corpus smaller than o
 to show it ends cleanly. Absolute times move with the machine's load; run it on a quiet machine.
 
     python benchmarks/bench_first_batch.py [--lanes 4 32] [--steps 300] [--chunk-size N] [--flush-every K]
+        [--work-between]
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -32,7 +37,9 @@ RELEASE = "balanced"
 """``ensure_mixture``'s release rule (the text demo's); ``--release most_behind`` shows the older rule."""
 
 
-def build(root: Path, lanes: int, exhaustion: str, chunk_size: Any, flush_every: Any) -> Pipeline:
+def build(
+    root: Path, lanes: int, exhaustion: Any, chunk_size: Any, flush_every: Any, runner: str = "threads"
+) -> Pipeline:
     from zephon_demo import corpus
 
     plays_dir, lines_dir, _, _, _ = corpus.write(root)
@@ -45,7 +52,7 @@ def build(root: Path, lanes: int, exhaustion: str, chunk_size: Any, flush_every:
         exhaustion=exhaustion,
         **kw,
     )
-    opts: dict[str, Any] = {"lanes": lanes, "runner": "threads"}
+    opts: dict[str, Any] = {"lanes": lanes, "runner": runner}
     if flush_every is not None:
         opts["flush_every_k_chunks"] = flush_every
     return (
@@ -85,7 +92,7 @@ def run(root: Path, lanes: int, steps: int, warmup: int, chunk_size: Any, flush_
             elif step >= warmup:
                 gaps.append(now - last)
             last = now
-        chunk = p._active_source().chunk_size
+        chunk = cast(StaticMixtureWorkSource, p._active_source()).chunk_size
         resolved_k = p.flush_every
     pad, total = padding(batches)
     window_tokens = resolved_k * chunk * min_tokens_per_sample(p)
@@ -101,9 +108,29 @@ def run(root: Path, lanes: int, steps: int, warmup: int, chunk_size: Any, flush_
     }
 
 
+def work_between(root: Path, lanes: int, steps: int, warmup: int, chunk_size: Any, flush_every: Any) -> float:
+    """The most work any global step waited for at steady state, in global batches' worth.
+
+    Work is documents tokenized (the tokenize step's records out). With the ``inline`` runner each
+    step works in its own thread, one task at a time, so what is done between two global batches
+    follows the feeder's order and hardly depends on the machine's load, unlike the seconds it took.
+    Steps ``warmup`` to ``steps``; one global batch's worth is the mean over them.
+    """
+    p = build(root, lanes, "repeat", chunk_size, flush_every, runner="inline")
+    done = []
+    with p:
+        it = iter(p)
+        for _ in range(steps):
+            for _ in range(lanes):
+                next(it)
+            done.append(next(int(s["records_out"]) for s in p.metrics()["stages"] if s["name"] == "tokenize"))
+    between = np.diff(done[max(warmup, 1) - 1 :])
+    return float(between.max() / between.mean()) if len(between) and between.mean() > 0 else 0.0
+
+
 def min_tokens_per_sample(p: Pipeline) -> float:
     """The mixture's mean tokens per sample (what the window is sized for)."""
-    return float(p._active_source()._fewest_tokens_per_sample())
+    return float(cast(StaticMixtureWorkSource, p._active_source())._fewest_tokens_per_sample())
 
 
 def pad_per_flush(root: Path, lanes: int, chunk: int, tokens_per_sample: float, flushes_per_lane: int = 24) -> float:
@@ -145,6 +172,11 @@ def main() -> None:
     ap.add_argument("--chunk-size", default=None, help="default: the source's default")
     ap.add_argument("--flush-every", default=None, help="default: the pipeline's default")
     ap.add_argument("--release", default=RELEASE, choices=["balanced", "most_behind"], help="ensure_mixture's rule")
+    ap.add_argument(
+        "--work-between",
+        action="store_true",
+        help="also run with the inline runner and report the most work between two global batches",
+    )
     args = ap.parse_args()
     globals()["RELEASE"] = args.release
     chunk = (
@@ -161,15 +193,17 @@ def main() -> None:
         f"threads; {args.steps} global steps"
     )
     print(
-        "| lanes | chunk | K | window tokens | first batch s | max gap s | median gap s | padding % | flush overhead pp | stop run |"
+        "| lanes | chunk | K | window tokens | first batch s | max gap s | median gap s | max work between (batches) "
+        "| padding % | flush overhead pp | stop run |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for lanes in args.lanes:
         r = run(root, lanes, args.steps, args.warmup, chunk, k)
         stop = smoke_stop(root, lanes, chunk, k)
+        work = f"{work_between(root, lanes, args.steps, args.warmup, chunk, k):.2f}" if args.work_between else "-"
         print(
             f"| {lanes} | {r['chunk_size']} | {r['k']} | {r['window_tokens'] / 2**20:.1f}Mi | {r['first_s']:.2f} | {r['max_gap_s']:.3f} | "
-            f"{r['median_gap_s']:.4f} | {r['padding_pct']:.3f} | {r['flush_pp']:.3f} | {stop} |",
+            f"{r['median_gap_s']:.4f} | {work} | {r['padding_pct']:.3f} | {r['flush_pp']:.3f} | {stop} |",
             flush=True,
         )
 

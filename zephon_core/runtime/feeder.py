@@ -17,8 +17,19 @@ through without having yielded anything: a packer's open row or ``ensure_mixture
 records until more of the lane comes. Counting such a message as still in flight (it never arrives)
 made a lane that is waited for look fed while it starved, and the feeder then fed every other lane
 for seconds. The feeder therefore numbers every message it puts and keeps, per lane, the numbers of
-those not yet known to be through. The choice changes timing only: each lane's messages are the
-same whatever the interleaving.
+those not yet known to be through.
+
+A lane whose latest message through yielded nothing has its records held by an operator
+(``ensure_mixture`` waiting for the other dataset's tokens, a packer's open row), and such holds
+come in runs: on the text demo a lane yields nothing for up to four chunks, then ten microbatches
+at once. Counting its messages in flight at the lane's average rate made it look fed: it got one
+chunk at a time, and each one it needed cost a trip through the whole pipeline (about a global
+batch of other lanes' work queued ahead of it), so one global batch waited for three or four
+batches' worth of work. While a lane is held, its first :data:`HELD_LOOKAHEAD` messages in flight
+therefore count as yielding nothing: a held lane with nothing waiting keeps getting chunks until
+more than that many are in flight, so one trip covers a run of holds.
+
+The choice changes timing only: each lane's messages are the same whatever the interleaving.
 """
 
 from __future__ import annotations
@@ -39,6 +50,11 @@ from zephon_core.work.lanes import LaneLayout
 
 LEAD_POLL_S = 0.002
 """How often a feeder held back by a trainer-steered source's lead looks again."""
+
+HELD_LOOKAHEAD = 3
+"""Messages in flight that count as yielding nothing while a lane's records are held (see the module
+docstring): enough to cover most runs of holds in one trip through the pipeline, few enough that a
+held lane cannot crowd out the others (beyond them, its messages count at its average rate again)."""
 
 
 class Demand(Protocol):
@@ -105,10 +121,26 @@ class Feeder:
             log.popleft()
         return len(log)
 
+    def held(self, lane: int) -> bool:
+        """Whether the latest message of ``lane`` known to be through yielded nothing (an operator holds
+        its records), as of the last :meth:`settle`.
+
+        Call after :meth:`in_flight`: the lane's messages left in its log are the ones still in
+        flight, so the one before the first of them is the latest through. It yielded nothing when
+        nothing of it, or of any later message of the lane, reached the multiplexer.
+        """
+        log = self.unsettled[lane]
+        latest = (log[0][0] if log else self.sent[lane]) - 1
+        return latest > self.demand.last_arrived(lane)
+
     def outlook(self, lane: int) -> float:
-        """Microbatches of ``lane`` expected at the multiplexer, as of the last :meth:`settle`."""
+        """Microbatches of ``lane`` expected at the multiplexer, as of the last :meth:`settle`.
+
+        A held lane's first :data:`HELD_LOOKAHEAD` messages in flight count as yielding nothing.
+        """
         in_flight = self.in_flight(lane)
-        return self.demand.outlook(lane, in_flight, self.sent[lane] - in_flight)
+        counted = max(0, in_flight - HELD_LOOKAHEAD) if self.held(lane) else in_flight
+        return self.demand.outlook(lane, counted, self.sent[lane] - in_flight)
 
     def _pick_lane(self, active: list[int], emitted: dict[int, int]) -> int:
         self.settle()
@@ -123,7 +155,7 @@ class Feeder:
 
     def _feedable(self, active: list[int], parts: Mapping[int, object]) -> list[int]:
         """The lanes whose next chunk may be computed now: all, unless the source paces the feeder
-        (:class:`~zephon_core.work.contract.Paced`, see :mod:`zephon_core.work.steering`); a chunk being
+        (:class:`~zephon_core.work.contract.Paced`, see :mod:`zephon_core.defaults.sources.steering`); a chunk being
         sent in parts is computed."""
         source = self.source
         if not isinstance(source, Paced):
