@@ -24,20 +24,44 @@ choice:
   .batch(...).mp_prefetch(num_workers=2)``, over a map-style Parquet source;
 * ``torch``: ``torch.utils.data.DataLoader(num_workers=2)`` over the same Parquet source;
 * ``litdata``: ``litdata.StreamingDataset`` / ``StreamingDataLoader(num_workers=2)`` on the LitData copy;
+* ``mosaic``: Mosaic Streaming's ``StreamingDataset`` (``shuffle=False``) over an MDS copy of the corpus
+  (columns ``jpg`` bytes, ``txt`` str, ``id`` int, written once with ``MDSWriter`` into ``<corpus>/mds``),
+  read by a plain ``torch.utils.data.DataLoader(num_workers=2)``; in its own venv (``--mosaic-python``);
+* ``energon``: Megatron-Energon's ``get_train_dataset`` / ``get_loader`` (``WorkerConfig`` with 2 workers)
+  over the WebDataset copy, prepared once with ``energon prepare`` as a ``CrudeWebdataset``; a task
+  encoder with a cooker, no decoder, the same functions as ``encode_sample`` and the collate as
+  ``batch``; no shuffle buffer, no shard shuffling; in its own venv (``--energon-python``);
 * ``zephon-0.2.0-threads`` / ``-processes``: the published reference implementation ``zephon==0.2.0``
   (import name ``zephon``), when installed in its own venv (``--ref-python``, default
   ``/tmp/refvenv/bin/python``): ``map_transform`` steps with the same functions, ``batch``, and
   ``map_batch`` for the padding collate.
 
 Each (system, workload) runs in a fresh process; the runs are interleaved (every system once, then
-again) and the table shows the median of ``--repeat`` runs. Throughput is measured once half of the
-samples have arrived, to the end (start-up, worker spawn and the first batch's latency are
-reported apart).
+again) and the table shows the median of ``--repeat`` runs. Throughput and CPU time are measured
+from the ``--warmup``-th sample to the end, thousands of samples (start-up, worker spawn and the
+first batch's latency are reported apart). **The limit** row runs the same per-sample functions and
+collation in a plain loop over the rows in memory, in one process: the machine's cores divided by
+its CPU time per sample is what no loader can beat here, and every row gives its ratio to it. CPU
+milliseconds per sample are given for the training process and for its worker processes.
 
-    python benchmarks/bench_vlm.py [--samples 600] [--repeat 2] [--systems zephon-threads,grain]
+    python benchmarks/bench_vlm.py [--samples 2200] [--repeat 3] [--systems limit,zephon-threads,grain] [--quick]
 
 Reference venv: ``python -m venv /tmp/refvenv && /tmp/refvenv/bin/pip install 'zephon[parquet]==0.2.0'
 pillow tokenizers -c .ci/constraints.txt``.
+
+The Mosaic and Energon venvs (the workers import this file, zephon-vision and zephon-tokenize from
+source, so each needs their dependencies too; ``torch==2.13.0`` pinned so that pip does not swap it)::
+
+    echo torch==2.13.0 > /tmp/torch-pin.txt
+    python -m venv /tmp/bench-mosaic && /tmp/bench-mosaic/bin/pip install -c .ci/constraints.txt \
+        -c /tmp/torch-pin.txt torch==2.13.0 mosaicml-streaming pillow tokenizers pyarrow psutil numpy \
+        simplejpeg pluggy fsspec
+    python -m venv /tmp/bench-energon && /tmp/bench-energon/bin/pip install -c .ci/constraints.txt \
+        -c /tmp/torch-pin.txt torch==2.13.0 megatron-energon boto3==1.35.0 botocore==1.35.0 \
+        aiobotocore==2.14.0 s3fs==2026.1.0 pillow tokenizers pyarrow psutil numpy simplejpeg pluggy fsspec
+
+(without the boto3 / botocore / aiobotocore pins pip backtracks through s3fs's botocore ranges for
+a very long time).
 """
 
 from __future__ import annotations
@@ -57,8 +81,24 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-HELPERS = [str(ROOT), str(ROOT / "plugins" / "zephon-vision" / "src"), str(ROOT / "plugins" / "zephon-tokenize" / "src")]
-SYSTEMS = ("zephon-threads", "zephon-processes", "zephon-fused", "grain", "torch", "litdata", "zephon-0.2.0-threads", "zephon-0.2.0-processes")
+HELPERS = [
+    str(ROOT),
+    str(ROOT / "plugins" / "zephon-vision" / "src"),
+    str(ROOT / "plugins" / "zephon-tokenize" / "src"),
+]
+SYSTEMS = (
+    "limit",
+    "zephon-threads",
+    "zephon-processes",
+    "zephon-fused",
+    "grain",
+    "torch",
+    "litdata",
+    "mosaic",
+    "energon",
+    "zephon-0.2.0-threads",
+    "zephon-0.2.0-processes",
+)
 WORKLOADS = ("decode", "full")
 DECODE_BATCH = 8
 FULL_BATCH = 8
@@ -93,17 +133,23 @@ class Work:
         self.tok = gpt2_tokenizer()
 
     def decoded(self, row: dict[str, Any]) -> dict[str, Any]:
-        return self.decode({"jpg": row["jpg"], "id": row["id"]})
+        out: dict[str, Any] = self.decode({"jpg": row["jpg"], "id": row["id"]})
+        return out
 
     def augment(self, p: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
-        return self.flip(self.crop(p, rng), rng)
+        out: dict[str, Any] = self.flip(self.crop(p, rng), rng)
+        return out
 
     def finish(self, p: dict[str, Any], caption: str) -> dict[str, Any]:
         p = self.patchify(p)
         grid = p["image_grid_thw"]
         ids = np.asarray([*self.tok.encode(caption).ids, EOS], dtype=np.int32)
         run = np.full(int(np.prod(grid)) // 4, IMAGE_PAD, dtype=np.int32)
-        return {"input_ids": np.concatenate([run, ids]), "pixel_values": p["pixel_values"], "image_grid_thw": grid[None]}
+        return {
+            "input_ids": np.concatenate([run, ids]),
+            "pixel_values": p["pixel_values"],
+            "image_grid_thw": grid[None],
+        }
 
     def full(self, row: dict[str, Any], rng: np.random.Generator | None = None) -> dict[str, Any]:
         if rng is None:
@@ -214,30 +260,60 @@ class TorchMap:
 # --------------------------------------------------------------------------------------------
 
 
+WARMUP = int(os.environ.get("BENCH_VLM_WARMUP", "200"))
+"""Samples before the steady window (set by the driver's ``--warmup``)."""
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """(CPU seconds of this process, of its live worker processes), user + system, so far."""
+    import psutil  # type: ignore[import-untyped]
+
+    me = psutil.Process()
+    own = sum(me.cpu_times()[:2])
+    workers = 0.0
+    for child in me.children(recursive=True):
+        try:
+            workers += sum(child.cpu_times()[:2])
+        except psutil.Error:  # a worker that just ended: its time is lost to this window
+            pass
+    return own, workers
+
+
 def _measure(batches: Any, count: Any, total: int, t_start: float) -> dict[str, float]:
     """Iterate ``batches`` until ``total`` samples; ``count(b)`` -> (samples, usable tokens, slots).
 
-    Rates are measured from the batch that brings the count to half of ``total`` to the end: by
-    then every loader is past its start-up and has drained what it prefetched before the first
-    batch (a loader that buffers hundreds of samples would otherwise look faster than it produces). ``first_batch_s`` is the time from the start of the run to the first batch.
+    Rates and CPU time are measured from the batch that brings the count to :data:`WARMUP` to the
+    end: by then every loader is past its start-up, and the window (thousands of samples) is long
+    enough that what a loader buffered before it cannot make it look faster than it produces.
+    ``first_batch_s`` is the time from the start of the run to the first batch. CPU seconds per
+    sample are the training process's (every thread of it) and its worker processes', over the
+    same window.
     """
     first = None
     first_batch = None
     seen = tokens = slots = 0
     seen0 = tokens0 = slots0 = 0
-    for b in batches:
+    cpu0 = (0.0, 0.0)
+    # Hold the iterator until the CPU times are read: a torch DataLoader iterator dropped at the
+    # ``break`` shuts its workers down at once, and their CPU time would be lost to the window.
+    it = iter(batches)
+    for b in it:
         s, t, sl = count(b)
         if first_batch is None:
             first_batch = time.perf_counter()
         seen, tokens, slots = seen + s, tokens + t, slots + sl
-        if first is None and seen >= total // 2:  # past start-up and what the loader prefetched
+        if first is None and seen >= min(WARMUP, total // 2):
             first = time.perf_counter()
+            cpu0 = _cpu_seconds()
             seen0, tokens0, slots0 = seen, tokens, slots
         if seen >= total:
             break
     end = time.perf_counter()
+    cpu1 = _cpu_seconds()
+    del it
     assert first is not None and first_batch is not None
     dt = end - first
+    n = max(1, seen - seen0)
     return {
         "samples_per_s": (seen - seen0) / dt,
         "tokens_per_s": (tokens - tokens0) / dt,
@@ -245,7 +321,31 @@ def _measure(batches: Any, count: Any, total: int, t_start: float) -> dict[str, 
         "first_batch_s": first_batch - t_start,
         "samples": seen,
         "seconds": dt,
+        "cpu_main_ms": 1000 * (cpu1[0] - cpu0[0]) / n,
+        "cpu_workers_ms": 1000 * max(0.0, cpu1[1] - cpu0[1]) / n,
     }
+
+
+def run_limit(workload: str, corpus: str, total: int) -> dict[str, float]:
+    """The limit: the same per-sample functions and collation in a plain loop over rows in memory.
+
+    One process, no loader: what one core does per sample. Its samples/s over the same window,
+    times the machine's cores, is what no loader can beat here (``limit_per_s``).
+    """
+    t0 = time.perf_counter()
+    src = ParquetRows(str(Path(corpus) / "parquet"), total)
+    rows = [src[i] for i in range(len(src))]
+    fn, collate, count = (
+        (do_decode, list_collate, _count_decode) if workload == "decode" else (do_full, pad_collate, _count_padded)
+    )
+
+    def batches() -> Any:
+        for i in range(0, len(rows), DECODE_BATCH):
+            yield collate([fn(r) for r in rows[i : i + DECODE_BATCH]])
+
+    out = _measure(batches(), count, total, t0)
+    out["limit_per_s"] = (os.cpu_count() or 1) * 1000 / max(1e-9, out["cpu_main_ms"])
+    return out
 
 
 def _count_decode(b: Any) -> tuple[int, int, int]:
@@ -277,7 +377,7 @@ def run_zephon(runner: str, workload: str, corpus: str, total: int, fused: bool 
         if fused:
             p = (
                 Pipeline(ws)
-                .map_transform(do_full_rng, parallelism=2, seed=SEED)
+                .map_transform(do_full_rng, parallelism=2, seed=SEED)  # type: ignore[arg-type]  # seeded: fn(row, rng)
                 .pack_sequences(
                     SEQ, "best_fit", num_open_bins=vlm.OPEN_BINS, image_token_id=IMAGE_PAD, patch_dim=vlm.PATCH_DIM
                 )
@@ -295,7 +395,7 @@ def run_zephon(runner: str, workload: str, corpus: str, total: int, fused: bool 
 
 
 def run_grain(workload: str, corpus: str, total: int) -> dict[str, float]:
-    import grain
+    import grain  # type: ignore[import-not-found]
 
     t0 = time.perf_counter()
     ds = grain.MapDataset.source(ParquetRows(str(Path(corpus) / "parquet"), total))
@@ -316,13 +416,15 @@ def run_torch(workload: str, corpus: str, total: int) -> dict[str, float]:
 
     t0 = time.perf_counter()
     src = ParquetRows(str(Path(corpus) / "parquet"), total)
-    fn, collate, count = (do_decode, list_collate, _count_decode) if workload == "decode" else (do_full, pad_collate, _count_padded)
-    dl = DataLoader(TorchMap(src, fn), batch_size=DECODE_BATCH, num_workers=2, collate_fn=collate)
+    fn, collate, count = (
+        (do_decode, list_collate, _count_decode) if workload == "decode" else (do_full, pad_collate, _count_padded)
+    )
+    dl: Any = DataLoader(TorchMap(src, fn), batch_size=DECODE_BATCH, num_workers=2, collate_fn=collate)  # type: ignore[arg-type]
     return _measure(dl, count, total, t0)
 
 
 def run_litdata(workload: str, corpus: str, total: int) -> dict[str, float]:
-    import litdata
+    import litdata  # type: ignore[import-untyped]
 
     class Mapped(litdata.StreamingDataset):  # type: ignore[misc]
         def __getitem__(self, index: Any) -> Any:
@@ -337,11 +439,135 @@ def run_litdata(workload: str, corpus: str, total: int) -> dict[str, float]:
     return _measure(dl, count, total, t0)
 
 
+def _streaming_base() -> Any:
+    """``streaming.base`` without ``streaming/__init__``, which imports torchvision in some versions."""
+    import importlib
+    import importlib.util
+    import types
+
+    if "streaming" not in sys.modules:
+        spec = importlib.util.find_spec("streaming")
+        assert spec is not None and spec.submodule_search_locations
+        pkg = types.ModuleType("streaming")
+        pkg.__path__ = list(spec.submodule_search_locations)
+        sys.modules["streaming"] = pkg
+    return importlib.import_module("streaming.base")
+
+
+def prepare_mosaic(corpus: str) -> None:
+    """Write (once) the MDS copy of the Parquet corpus in ``<corpus>/mds``: columns jpg, txt, id.
+
+    Shards of about the Parquet shards' size, uncompressed (the JPEGs are compressed already, and
+    the other copies are uncompressed too). Runs in the Mosaic venv, before any measured run.
+    """
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    out = Path(corpus) / "mds"
+    if (out / "_done").exists():
+        return
+    if out.exists():
+        shutil.rmtree(out)
+    files = sorted(Path(corpus, "parquet").glob("*.parquet"))
+    size_limit = max(1 << 20, int(1.1 * max(f.stat().st_size for f in files)))
+    sb: Any = _streaming_base()
+    with sb.MDSWriter(out=str(out), columns={"jpg": "bytes", "txt": "str", "id": "int"}, size_limit=size_limit) as w:
+        for f in files:
+            for row in pq.read_table(f).to_pylist():
+                w.write({"jpg": row["jpg"], "txt": row["txt"], "id": int(row["id"])})
+    (out / "_done").write_text("mds\n")
+
+
+def run_mosaic(workload: str, corpus: str, total: int) -> dict[str, float]:
+    """Mosaic Streaming: ``StreamingDataset`` over the local MDS copy, a plain torch ``DataLoader``."""
+    from torch.utils.data import DataLoader
+
+    t0 = time.perf_counter()
+    sb: Any = _streaming_base()
+    fn = do_decode if workload == "decode" else do_full
+
+    class Mapped(sb.StreamingDataset):  # type: ignore[misc]
+        def __getitem__(self, index: Any) -> Any:
+            return fn(super().__getitem__(index))
+
+    # local only (no remote): Streaming reads the shards where they are, nothing is copied.
+    ds = Mapped(local=str(Path(corpus) / "mds"), shuffle=False, batch_size=DECODE_BATCH)
+    collate, count = (list_collate, _count_decode) if workload == "decode" else (pad_collate, _count_padded)
+    dl: Any = DataLoader(ds, batch_size=DECODE_BATCH, num_workers=2, collate_fn=collate)
+    return _measure(dl, count, total, t0)
+
+
+def prepare_energon(corpus: str) -> None:
+    """Add (once) Energon's metadata (``.nv-meta``) to the WebDataset copy, with ``energon prepare``.
+
+    Non-interactive: every tar in the train split, in storage order (no ``--shuffle-tars``), as a
+    ``CrudeWebdataset``: samples stay raw dicts, cooked by the benchmark's task encoder.
+    """
+    folder = Path(corpus) / "webdataset"
+    if (folder / ".nv-meta" / "dataset.yaml").exists():
+        return
+    cli = Path(sys.executable).with_name("energon")
+    cmd = [str(cli), "prepare", str(folder), "--non-interactive", "--split-ratio", "1,0,0"]
+    cmd += ["--sample-type", "CrudeWebdataset", "--num-workers", "2", "--no-progress", "--force-overwrite"]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=600)
+
+
+def _energon_row(crude: dict[str, Any]) -> dict[str, Any]:
+    """Energon's cooker: the crude WebDataset sample (undecoded members) -> the benchmark's row."""
+    return {"jpg": crude["jpg"], "txt": crude["txt"].decode("utf-8"), "id": int(crude["id"])}
+
+
+def run_energon(workload: str, corpus: str, total: int) -> dict[str, float]:
+    """Megatron-Energon: ``get_train_dataset`` with a task encoder running the same functions.
+
+    The task encoder has no decoder (the members stay bytes, decoded by zephon-vision's function
+    like everywhere else), one cooker for the crude samples, ``encode_sample`` = the per-sample
+    work and ``batch`` = the collate; no shuffle buffer, no slice shuffling (each worker reads its
+    shards in storage order), 2 workers.
+    """
+    import importlib
+
+    energon: Any = importlib.import_module("megatron.energon")
+    fn, collate, count = (
+        (do_decode, list_collate, _count_decode) if workload == "decode" else (do_full, pad_collate, _count_padded)
+    )
+
+    class Encoder(energon.TaskEncoder):  # type: ignore[misc]
+        decoder = None
+        cookers = (energon.Cooker(energon.stateless(_energon_row)),)
+
+        @energon.stateless  # type: ignore[untyped-decorator]
+        def encode_sample(self, sample: Any) -> Any:
+            return fn(sample)
+
+        @energon.stateless  # type: ignore[untyped-decorator]
+        def batch(self, samples: list[Any]) -> Any:
+            return collate(samples)
+
+        @energon.stateless  # type: ignore[untyped-decorator]
+        def encode_batch(self, batch: Any) -> Any:
+            return batch
+
+    t0 = time.perf_counter()
+    ds = energon.get_train_dataset(
+        str(Path(corpus) / "webdataset"),
+        batch_size=DECODE_BATCH,
+        shuffle_buffer_size=None,
+        max_samples_per_sequence=None,
+        shuffle_over_epochs_multiplier=None,  # each worker's shard slices in storage order,
+        parallel_shard_iters=1,  # one open shard at a time per worker (the training default interleaves 16)
+        worker_config=energon.WorkerConfig(rank=0, world_size=1, num_workers=2),
+        task_encoder=Encoder(),
+    )
+    return _measure(energon.get_loader(ds), count, total, t0)
+
+
 def run_reference(runner: str, workload: str, corpus: str, total: int) -> dict[str, float]:
     """zephon==0.2.0 (import name ``zephon``), in its own venv."""
-    from zephon import Pipeline  # the reference implementation
-    from zephon.io import Dataset
-    from zephon.work import MixtureSpec, StaticMixtureWorkSource
+    from zephon import Pipeline  # type: ignore[import-not-found]  # the reference implementation
+    from zephon.io import Dataset  # type: ignore[import-not-found]
+    from zephon.work import MixtureSpec, StaticMixtureWorkSource  # type: ignore[import-not-found]
 
     t0 = time.perf_counter()
     ds = Dataset.from_path("photos", str(Path(corpus) / "parquet"))
@@ -375,7 +601,15 @@ def worker(system: str, workload: str, corpus: str, total: int) -> dict[str, flo
         return run_zephon("threads", workload, corpus, total, fused=True)
     if system.startswith("zephon-"):
         return run_zephon(system.split("-", 1)[1], workload, corpus, total)
-    return {"grain": run_grain, "torch": run_torch, "litdata": run_litdata}[system](workload, corpus, total)
+    runs = {
+        "grain": run_grain,
+        "torch": run_torch,
+        "litdata": run_litdata,
+        "mosaic": run_mosaic,
+        "energon": run_energon,
+        "limit": run_limit,
+    }
+    return runs[system](workload, corpus, total)
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,10 +632,54 @@ def _spawn(python: str, system: str, workload: str, corpus: str, total: int, tim
     return dict(json.loads(lines[-1][len("RESULT ") :]))
 
 
-def _available(system: str, ref_python: str) -> str | None:
-    """None when ``system`` can run, else why not."""
+VENV_SYSTEMS = {
+    "mosaic": ("mosaicml-streaming", "streaming"),
+    "energon": ("megatron-energon", "megatron.energon"),
+}
+"""Systems that run in a venv of their own: (distribution, import name)."""
+VENV_IMPORTS = "import importlib.util, numpy, PIL, tokenizers, pyarrow, psutil, torch, pluggy, fsspec"
+"""What bench_vlm's per-sample functions (zephon-vision, zephon-tokenize, from source) need in such a venv."""
+
+
+def _python(system: str, args: Any) -> str:
+    """The interpreter a system runs in: its own venv's, or this one."""
+    if system.startswith("zephon-0.2.0"):
+        return str(args.ref_python)
+    if system in VENV_SYSTEMS:
+        return str(getattr(args, f"{system}_python"))
+    return sys.executable
+
+
+def _prepare(python: str, system: str, corpus: str, timeout: float) -> str | None:
+    """Write (once, cached in the corpus folder) the copy ``system`` reads, in its venv; None or why not."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*HELPERS, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    try:
+        out = subprocess.run(
+            [python, __file__, "--prepare", system, corpus], capture_output=True, text=True, timeout=timeout, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return f"preparing its copy timed out after {timeout:.0f} s"
+    if out.returncode != 0:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-2:]
+        return "preparing its copy failed: " + " | ".join(tail)[-300:]
+    return None
+
+
+def _available(system: str, ref_python: str, python: str | None = None) -> str | None:
+    """None when ``system`` can run, else why not (``python``: the venv of a :data:`VENV_SYSTEMS` system)."""
     import importlib.util
 
+    if system in VENV_SYSTEMS:
+        dist, name = VENV_SYSTEMS[system]
+        if python is None or not Path(python).exists():
+            return f"no {dist} venv at {python} (see the module docstring)"
+        code = f"{VENV_IMPORTS}; assert importlib.util.find_spec({name!r}) is not None"
+        check = subprocess.run([python, "-c", code], capture_output=True)
+        return (
+            None
+            if check.returncode == 0
+            else f"{dist} (with torch, pyarrow, pillow, tokenizers, psutil) not importable"
+        )
     if system.startswith("zephon-0.2.0"):
         if not Path(ref_python).exists():
             return f"no reference venv at {ref_python}"
@@ -418,16 +696,34 @@ def main() -> None:
         system, workload, corpus, total = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
         print("RESULT " + json.dumps(worker(system, workload, corpus, total)), flush=True)
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "--prepare":
+        {"mosaic": prepare_mosaic, "energon": prepare_energon}[sys.argv[2]](sys.argv[3])
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--images", type=int, default=2000, help="photographs in the corpus (default 2000)")
-    ap.add_argument("--samples", type=int, default=600, help="samples per run (default 600)")
-    ap.add_argument("--repeat", type=int, default=2, help="interleaved repeats; the table shows medians (default 2)")
+    ap.add_argument("--images", type=int, default=3000, help="photographs in the corpus (default 3000)")
+    ap.add_argument("--samples", type=int, default=2200, help="samples per run, warm-up included (default 2200)")
+    ap.add_argument("--warmup", type=int, default=200, help="samples before the steady window (default 200)")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved repeats; the table shows medians (default 3)")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 600 images, 500 samples, one round")
     ap.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of " + ", ".join(SYSTEMS))
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="decode, full or both")
     ap.add_argument("--ref-python", default="/tmp/refvenv/bin/python", help="python of the zephon==0.2.0 venv")
+    ap.add_argument(
+        "--mosaic-python", default="/tmp/bench-mosaic/bin/python", help="python of the mosaicml-streaming venv"
+    )
+    ap.add_argument(
+        "--energon-python", default="/tmp/bench-energon/bin/python", help="python of the megatron-energon venv"
+    )
     ap.add_argument("--root", help="corpus cache folder (default $ZEPHON_DEMO_DIR or <tmp>/zephon-vlm-demo)")
     ap.add_argument("--timeout", type=float, default=300, help="per-run limit in seconds")
     args = ap.parse_args()
+    if args.quick:
+        args.images, args.samples, args.warmup, args.repeat = 600, 500, 100, 1
+    if args.samples + 64 > args.images:  # a loader that ran out would stop its workers before the window ends
+        ap.error(
+            f"--samples {args.samples} leaves less than 64 of the corpus (--images {args.images}) unread: loaders must not run out"
+        )
+    os.environ["BENCH_VLM_WARMUP"] = str(args.warmup)
 
     from zephon_vlm_demo import corpus as corpus_mod
 
@@ -438,9 +734,12 @@ def main() -> None:
     unknown = sorted(set(systems) - set(SYSTEMS)) + sorted(set(workloads) - set(WORKLOADS))
     if unknown:
         ap.error(f"unknown system or workload {unknown}: systems are {', '.join(SYSTEMS)}; workloads decode, full")
-    skipped = {s: why for s in systems if (why := _available(s, args.ref_python))}
+    skipped = {s: why for s in systems if (why := _available(s, args.ref_python, _python(s, args)))}
     if "litdata" in c.skipped and "litdata" in systems:
         skipped["litdata"] = c.skipped["litdata"]
+    for s in systems:
+        if s in VENV_SYSTEMS and s not in skipped and (why := _prepare(_python(s, args), s, str(c.root), 1200)):
+            skipped[s] = why
     for s, why in skipped.items():
         print(f"  {s}: skipped ({why})")
     runs = [s for s in systems if s not in skipped]
@@ -449,13 +748,16 @@ def main() -> None:
     for r in range(args.repeat):
         for workload in workloads:
             for system in runs:
-                python = args.ref_python if system.startswith("zephon-0.2.0") else sys.executable
+                python = _python(system, args)
                 t = time.perf_counter()
                 res = _spawn(python, system, workload, str(c.root), args.samples, args.timeout)
                 res["wall_s"] = time.perf_counter() - t  # the whole run: interpreter, imports, workers
                 results.setdefault((system, workload), []).append(res)
                 what = res.get("error") or f"{res['samples_per_s']:,.0f} samples/s"
-                print(f"  [{r + 1}/{args.repeat}] {workload:6s} {system:24s} {what}  ({time.perf_counter() - t:.0f} s)", flush=True)
+                print(
+                    f"  [{r + 1}/{args.repeat}] {workload:6s} {system:24s} {what}  ({time.perf_counter() - t:.0f} s)",
+                    flush=True,
+                )
     print(f"load average: {os.getloadavg()[0]:.1f} (end)")
     print()
     print(table(results, runs, workloads, args))
@@ -466,35 +768,51 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def table(results: dict[tuple[str, str], list[dict[str, Any]]], systems: list[str], workloads: list[str], args: Any) -> str:
-    head = (
-        f"| system | decode + batch({DECODE_BATCH}) samples/s | full pipeline samples/s | full: usable tokens/s | "
-        "full: padding | full: first batch s | full: whole run s |"
-    )
-    rows = [head, "|---|---:|---:|---:|---:|---:|---:|"]
+def table(
+    results: dict[tuple[str, str], list[dict[str, Any]]], systems: list[str], workloads: list[str], args: Any
+) -> str:
+    """Per system: each workload's samples/s, its ratio to the limit and CPU ms per sample (main + workers)."""
+    names = {"decode": f"decode + batch({DECODE_BATCH})", "full": "full pipeline"}
+    head = ["system"]
+    for w in workloads:
+        head += [f"{names[w]} samples/s", "x limit", "CPU ms/sample (main + workers)"]
+    if "full" in workloads:
+        head += ["full: usable tokens/s", "full: padding", "full: first batch s"]
+    rows = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
 
     def fmt(v: float | None, spec: str) -> str:
         return "—" if v is None else format(v, spec)
 
+    limit = {w: _median(results.get(("limit", w), []), "limit_per_s") for w in workloads}
     for s in systems:
-        dec = results.get((s, "decode"), [])
-        full = results.get((s, "full"), [])
-        pad = _median(full, "padding")
-        cells = [
-            fmt(_median(dec, "samples_per_s"), ",.0f") if "decode" in workloads else "—",
-            fmt(_median(full, "samples_per_s"), ",.0f") if "full" in workloads else "—",
-            fmt(_median(full, "tokens_per_s"), ",.0f") if "full" in workloads else "—",
-            "—" if pad is None else f"{100 * pad:.1f}%",
-            fmt(_median(full, "first_batch_s"), ".1f") if "full" in workloads else "—",
-            fmt(_median(full, "wall_s"), ".0f") if "full" in workloads else "—",
-        ]
-        errors = [r["error"] for r in dec + full if "error" in r]
-        name = s + (f" (error: {errors[0][:80]})" if errors else "")
+        cells = []
+        for w in workloads:
+            runs = results.get((s, w), [])
+            rate = limit[w] if s == "limit" else _median(runs, "samples_per_s")
+            main, workers = _median(runs, "cpu_main_ms"), _median(runs, "cpu_workers_ms")
+            lim = limit[w]
+            cells += [
+                fmt(rate, ",.0f"),
+                "—" if rate is None or not lim else f"{rate / lim:.2f}",
+                "—" if main is None or workers is None else f"{main:.2f} + {workers:.2f}",
+            ]
+        if "full" in workloads:
+            full = results.get((s, "full"), [])
+            pad = _median(full, "padding")
+            cells += [
+                fmt(_median(full, "tokens_per_s"), ",.0f"),
+                "—" if pad is None else f"{100 * pad:.1f}%",
+                fmt(_median(full, "first_batch_s"), ".1f"),
+            ]
+        errors = [r["error"] for w in workloads for r in results.get((s, w), []) if "error" in r]
+        name = "**the limit**" if s == "limit" else s
+        name += f" (error: {errors[0][:80]})" if errors else ""
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
     rows.append("")
     rows.append(
-        f"medians of {args.repeat} interleaved runs of {args.samples} samples each, rates from the "
-        f"{args.samples // 2}th sample on"
+        f"medians of {args.repeat} interleaved runs of {args.samples} samples each, steady window from "
+        f"the {args.warmup}th sample to the end; the limit is {os.cpu_count()} cores over the CPU time "
+        "per sample of the same functions in a plain loop over the rows in memory"
     )
     return "\n".join(rows)
 

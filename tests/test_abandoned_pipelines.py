@@ -66,6 +66,7 @@ def _settled(before_threads: set[str], before_children: set[int], timeout: float
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", ["threads", "processes"])
 def test_three_open_iterate_break_close_cycles_leave_nothing_behind(parquet_dir: Path, runner: str) -> None:
     """After ``close()`` (here: the ``with`` block) threads and processes are what they were."""

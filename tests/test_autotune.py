@@ -52,6 +52,7 @@ def _tuned_hashes(
     return out, merge_checkpoints(states) if steps is not None else {}, reports
 
 
+@pytest.mark.slow
 def test_autotune_changes_parallelism_and_not_the_data():
     fixed = run_global(_build, lanes=LANES, world_size=1, runner="threads", parallelism=3).hashes
     t0 = time.monotonic()

@@ -70,6 +70,7 @@ def test_no_code_mode_passes_builtin(name):
     assert re.search(r"\d+ passed", out.stdout)
 
 
+@pytest.mark.slow
 def test_no_code_mode_without_options_skips_cleanly():
     out = _pytest("--pyargs", "zephon_core.conformance", "-k", "listing or parallelism")
     assert out.returncode == 0, out.stdout[-3000:]
@@ -163,6 +164,7 @@ def test_suite_rejects_every_broken_operator_naming_the_rule(tmp_path: Path) -> 
             assert any(m.startswith(f"{check}:") for m in failures.get(f"Test{name}", [])), (check, name)
 
 
+@pytest.mark.slow
 def test_lineage_rule_rejects_crediting_only_recent_inputs(tmp_path):
     """Rule 5 per output: an operator that credits a row only with the records pushed since the
     previous row (the old ``stateful_transform`` rule) is rejected; the built-in operators pass."""

@@ -72,6 +72,7 @@ def _interesting_cuts(baseline):
     return sorted({1, after_sentinel[0], later_window, n // 2 + 1, n - 3})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("before", "after"), [(2, 4), (4, 1), (1, 2)])
 def test_resume_with_world_size_change(builder, baseline, before, after):
     cuts = _interesting_cuts(baseline)
@@ -87,6 +88,7 @@ def test_resume_with_world_size_change(builder, baseline, before, after):
         assert first.hashes + rest.hashes == baseline.hashes, f"cut at step {cut}, {before}->{after} ranks"
 
 
+@pytest.mark.slow
 def test_resume_mid_round_single_rank(builder):
     """A checkpoint after any microbatch (not only at global-step boundaries) resumes exactly."""
     with builder(2).options(lanes=LANES, flush_every_k_chunks=K) as p:

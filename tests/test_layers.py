@@ -193,6 +193,7 @@ def test_the_allowed_modules_are_not_reported() -> None:
     assert plugin_violations([Source("zephon_fake/plugin.py", snippet)], kernel_modules()) == []
 
 
+@pytest.mark.slow
 def test_plugins_use_the_storage_toolkit_through_its_public_surface() -> None:
     found = storage_violations(plugin_sources(), storage_public_names())
     assert not found, "\n".join(found)

@@ -73,10 +73,11 @@ def _fds() -> set[str]:
 
 
 def _shm() -> set[str]:
-    """Entries of /dev/shm, less multiprocessing's semaphores (``sem.mp-*``): this runner creates
-    none, and other processes of a shared machine create and remove them all the time."""
+    """Entries of /dev/shm, less named semaphores (``sem.*``: multiprocessing's, joblib's loky...):
+    this runner creates none, and other processes of a shared machine create and remove them all
+    the time. A leaked segment would be a shared-memory file, never a semaphore."""
     names = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
-    return {n for n in names if not n.startswith("sem.mp-")}
+    return {n for n in names if not n.startswith("sem.")}
 
 
 def _maps_dev_shm(pid: int | str = "self") -> bool:
@@ -280,6 +281,7 @@ def test_large_arrays_give_the_same_batches_on_every_runner():
     assert digests["processes"] == digests["threads"] == digests["inline"]
 
 
+@pytest.mark.slow
 def test_batches_outlive_close_and_then_leave_nothing():
     with _pipeline(flip, "processes", n=64) as p:  # warm: the fork server's own descriptors exist before
         next(iter(p))
@@ -300,6 +302,7 @@ def test_batches_outlive_close_and_then_leave_nothing():
     assert _shm() <= shm_before
 
 
+@pytest.mark.slow
 def test_sigkilled_workers_fail_fast_and_leave_nothing():
     shm_maps_before = _dev_shm_maps("self")
     with _pipeline(flip, "processes", n=64) as p:

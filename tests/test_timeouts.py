@@ -67,6 +67,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runner", ["threads", "processes"])
 def test_ctrl_c_exits_a_script_blocked_on_a_hung_worker(runner, tmp_path):
     script = tmp_path / "train.py"

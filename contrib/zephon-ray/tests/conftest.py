@@ -233,3 +233,11 @@ def ray_options() -> Iterator[None]:
     zephon_ray.reset()
     yield
     zephon_ray.reset()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every Ray test counts as slow: each file pays the shared instance's start (10-15 s on 2 cores),
+    so the quick loop (``-m "not slow"``) leaves Ray out and the full suite runs all of it."""
+    for item in items:
+        if _HERE in item.path.parents:
+            item.add_marker(pytest.mark.slow)

@@ -16,7 +16,10 @@ from zephon_torch.testing.text import LANES, MICROBATCH, build
 
 from zephon_core.conformance.harness import run_global
 
-pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="needs gloo")
+pytestmark = [
+    pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="needs gloo"),
+    pytest.mark.slow,  # real torch.distributed ranks: a process start and a gloo rendezvous per rank
+]
 
 CUT = 10  # the 2-rank run checkpoints after this many global steps
 

@@ -134,6 +134,7 @@ def test_dataloader_workers_are_refused_with_the_reason():
     ds.close()
 
 
+@pytest.mark.slow
 def test_bad_inputs_are_config_errors():
     with pytest.raises(ConfigError, match="lanes do not fit"):
         to_torch_dataset(build(), dp_rank=0, dp_world_size=3)

@@ -210,6 +210,7 @@ def test_scheduled_same_global_batches(scheduled_builder, scheduled_baseline, ru
     assert res.hashes == scheduled_baseline.hashes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("before", "after"), [(2, 4), (4, 1), (1, 2)])
 def test_scheduled_resume_with_world_size_change(scheduled_builder, scheduled_baseline, before, after):
     n = len(scheduled_baseline.hashes)

@@ -69,6 +69,7 @@ def test_index_is_reused_and_survives_an_mtime_only_change(corpus_dir):
     assert ds.reader.read(0, np.array([3999, 0]))[0] == shards[0][3999]
 
 
+@pytest.mark.slow
 def test_pipeline_threads_and_processes(corpus_dir):
     root, shards = corpus_dir
     a = Dataset.from_path("a", str(root / "a.jsonl"))

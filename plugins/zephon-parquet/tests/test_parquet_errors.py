@@ -62,6 +62,7 @@ class TestParquetFaults(S3ColumnarReaderFaults):
         assert rows == [docs[10], None, None, docs[1500]]
 
 
+@pytest.mark.slow
 def test_remote_footers_are_read_together_and_the_first_bad_file_is_named(tmp_path, monkeypatch):
     """Listing a remote dataset reads its footers several at a time; errors still name the first bad file."""
     pytest.importorskip("moto.server")

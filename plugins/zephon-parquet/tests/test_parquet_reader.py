@@ -69,6 +69,7 @@ def test_columns_option(corpus_dir):
     assert ds.reader.read(1, np.array([3, 1])) == [{"text": shards[0][3]["text"]}, {"text": shards[0][1]["text"]}]
 
 
+@pytest.mark.slow
 def test_pipeline_threads_and_processes(corpus_dir):
     root, shards = corpus_dir
     a = Dataset.from_path("a", str(root / "part-0.parquet"))

@@ -127,6 +127,7 @@ def _acquire_in_process(args: tuple[str, str, dict, str]) -> bool:
     return st.open_local(rel)._entry.produced
 
 
+@pytest.mark.slow
 def test_processes_share_one_download(s3, tmp_path):
     s3.put("shared/big.bin", os.urandom(3 * 1024 * 1024))
     args = (str(tmp_path), s3.url("shared"), s3.storage_options, "big.bin")
@@ -138,6 +139,7 @@ def test_processes_share_one_download(s3, tmp_path):
     assert len(entries) == 1 and entries[0][1].st_size == 3 * 1024 * 1024
 
 
+@pytest.mark.slow
 def test_threads_share_one_download(s3, tmp_path):
     s3.put("threads/x.bin", b"x" * 200_000)
     st = Storage(s3.url("threads"), storage_options=s3.storage_options, cache_dir=str(tmp_path))

@@ -159,6 +159,7 @@ def test_faults_are_survived_with_identical_batches(s3, clean_hashes, tmp_path, 
     )
 
 
+@pytest.mark.slow
 def test_seeded_random_faults_with_prefetch(s3, clean_hashes, tmp_path, caplog):
     """Random faults (a fixed seed) on data reads only, fetched inline while prefetch threads warm the cache."""
     caplog.set_level(logging.INFO, logger="zephon.storage")

@@ -61,6 +61,7 @@ def test_columns_option(corpus_dir):
     assert ds.reader.read(2, np.array([1])) == [{"id": shards[2][1]["id"], "source": shards[2][1]["source"]}]
 
 
+@pytest.mark.slow
 def test_pipeline_threads_and_processes(corpus_dir):
     root, shards = corpus_dir
     a = Dataset.from_path("a", str(root / "a.vortex"))
