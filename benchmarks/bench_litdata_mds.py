@@ -24,18 +24,17 @@ Markdown table.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import random
 import shutil
 import sys
 import tempfile
 import time
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from peer_imports import streaming_base
 
 WORDS = (
     "the quick brown fox jumps over a lazy dog while seven wizards quietly hex jolly boxers and "
@@ -52,19 +51,6 @@ def sample(i: int) -> dict[str, Any]:
         "text": " ".join(rng.choice(WORDS) for _ in range(70))[:400],
         "tokens": np.frombuffer(rng.randbytes(512), dtype=np.int32).copy(),
     }
-
-
-def streaming_base() -> types.ModuleType:
-    """``streaming.base`` without ``streaming/__init__`` (which imports torchvision)."""
-    if "streaming" not in sys.modules:
-        spec = importlib.util.find_spec("streaming")
-        assert spec is not None and spec.submodule_search_locations
-        pkg = types.ModuleType("streaming")
-        pkg.__path__ = list(spec.submodule_search_locations)
-        sys.modules["streaming"] = pkg
-    import streaming.base
-
-    return streaming.base
 
 
 def write_litdata(out: str, n: int, compression: str | None) -> None:

@@ -118,18 +118,9 @@ def measure(dataset: Dataset, samples: int, warmup: int) -> tuple[float, float]:
 
 
 def _streaming_base() -> Any:
-    """``streaming.base`` without ``streaming/__init__``, which imports torchvision in some versions."""
-    import importlib
-    import importlib.util
-    import types
+    from peer_imports import streaming_base
 
-    if "streaming" not in sys.modules:
-        spec = importlib.util.find_spec("streaming")
-        assert spec is not None and spec.submodule_search_locations
-        pkg = types.ModuleType("streaming")
-        pkg.__path__ = list(spec.submodule_search_locations)
-        sys.modules["streaming"] = pkg
-    return importlib.import_module("streaming.base")
+    return streaming_base()
 
 
 def _identity(row: dict[str, Any]) -> dict[str, Any]:
