@@ -62,6 +62,7 @@ LAYERS: Layers = (
             "zephon_core.defaults.memory",
             "zephon_core.defaults.operators",
             "zephon_core.defaults.sources",
+            "zephon_core.defaults.observers",
         ),
     ),
     ("work", ("zephon_core.ops.*", "zephon_core.work.*")),
@@ -82,6 +83,7 @@ LAYERS: Layers = (
             "zephon_core.checkpointing",
         ),
     ),
+    ("observers", ("zephon_core.defaults.observers.*",)),
     (
         "surface",
         (
@@ -120,6 +122,8 @@ LAYERS: Layers = (
   provenance manifest itself is zephon-observe's);
 * builder — ``Pipeline``, its parts (options, source binding, answers, steering, its side of
   checkpoints) and its plugin builder methods;
+* observers — the default plugin's observer code (the metrics reporter), which reads what the
+  runtime counts and is started by the builder through the registry, never imported by it;
 * surface — what is built on a pipeline: the CLI, the conformance suite and test helpers, and the
   lazy re-export modules (``zephon_core``, ``zephon_core.plugin_api``: their own imports are all
   under ``TYPE_CHECKING``; ``validation`` forwards to zephon-observe's run-time validation).
@@ -166,11 +170,17 @@ def test_plugins_import_only_the_plugin_api() -> None:
         ("import zephon_core.ops.contract\n", 1, "zephon_core.ops.contract"),
         ("from zephon_core import runtime\n", 1, "zephon_core.runtime"),
         ("from zephon_core.storage import FileReader\n", 1, "zephon_core.storage"),
-        ("from zephon_core.conformance import harness\nfrom zephon_core.work.readers import Reader\n", 2,
-         "zephon_core.work.readers"),
+        (
+            "from zephon_core.conformance import harness\nfrom zephon_core.work.readers import Reader\n",
+            2,
+            "zephon_core.work.readers",
+        ),
         ("def build():\n    from zephon_core.pipeline import Pipeline\n", 2, "zephon_core.pipeline"),
-        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zephon_core.plugins import X\n", 3,
-         "zephon_core.plugins"),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from zephon_core.plugins import X\n",
+            3,
+            "zephon_core.plugins",
+        ),
     ],
 )
 def test_a_plugin_importing_a_kernel_internal_is_reported(snippet: str, line: int, module: str) -> None:
@@ -202,10 +212,19 @@ def test_plugins_use_the_storage_toolkit_through_its_public_surface() -> None:
 @pytest.mark.parametrize(
     ("snippet", "message"),
     [
-        ("from zephon_storage.integrity import file_checksums\n", "imports zephon_storage.integrity, which is internal"),
+        (
+            "from zephon_storage.integrity import file_checksums\n",
+            "imports zephon_storage.integrity, which is internal",
+        ),
         ("import zephon_storage.sidecar\n", "imports zephon_storage.sidecar, which is internal"),
-        ("def f():\n    from zephon_storage.readers import FileReader\n", "imports zephon_storage.readers, which is internal"),
-        ("from zephon_storage import Release\n", "imports zephon_storage.Release, which zephon_storage.__all__ does not list"),
+        (
+            "def f():\n    from zephon_storage.readers import FileReader\n",
+            "imports zephon_storage.readers, which is internal",
+        ),
+        (
+            "from zephon_storage import Release\n",
+            "imports zephon_storage.Release, which zephon_storage.__all__ does not list",
+        ),
     ],
 )
 def test_a_plugin_importing_a_storage_internal_is_reported(snippet: str, message: str) -> None:
@@ -301,7 +320,9 @@ def test_an_unlisted_deferred_upward_import_is_reported(tmp_path: Path) -> None:
         "zephon_core/work/readers.py:3: zephon_core.work.readers (contracts) imports zephon_core.checkpoint "
         "(checkpoint), a higher layer, in a typing import not in DEFERRED_UPWARD",
     ]
-    listed = frozenset({("zephon_core.hashing", "zephon_core.cli"), ("zephon_core.work.readers", "zephon_core.checkpoint")})
+    listed = frozenset(
+        {("zephon_core.hashing", "zephon_core.cli"), ("zephon_core.work.readers", "zephon_core.checkpoint")}
+    )
     assert layer_report(kernel, LAYERS, frozenset(), listed).violations == []
 
 

@@ -15,7 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _peak_mib(*args: str) -> int:
     out = subprocess.run(
-        [sys.executable, "-m", "tests.memory_probe", "300", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "tests.memory_probe", "300", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return int(out.stdout.split()[-1])
@@ -44,7 +48,9 @@ def test_the_probe_measures_its_own_peak_not_the_peak_of_the_process_that_starte
         [sys.executable, "-m", "tests.memory_probe", "20"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    assert int(out.stdout.split()[-1]) < 400
+    # The pipeline's own peak is the product's bound (under 512 MiB); this process holds over 700 MiB,
+    # so a probe that inherited it would report more than the bound.
+    assert int(out.stdout.split()[-1]) < 512
     del ballast
 
 

@@ -67,7 +67,6 @@ ALLOWED: dict[tuple[str, str], tuple[int, str]] = {
     ("zephon_core/work/dataset.py", "_ends"): (1, "cache a Dataset pickled by 0.1 lacks"),
     ("zephon_core/runtime/metrics.py", "name"): (1, "thread-local cache"),
     ("zephon_core/runtime/forkserver.py", DYNAMIC): (1, "walks a dataclass's fields by name"),
-    ("zephon_core/starting.py", "zephon_metrics"): (1, "pluggy hook by name"),
     ("zephon_core/conformance/operator_isolation.py", "func"): (1, "functools.partial's wrapped function"),
 }
 

@@ -2,8 +2,7 @@
 
 The runners (``inline``, ``threads``, ``processes``) are the runtime and the commands are the CLI,
 so they are parts of the kernel and cannot be blocked. The kernel's built-in operators, work
-sources and memory reader are default plugins instead: see :mod:`zephon_core.defaults`.
-"""
+sources and memory reader are default plugins instead: see :mod:`zephon_core.defaults`."""
 
 from __future__ import annotations
 
@@ -15,27 +14,18 @@ ZEPHON_CONTRACT = (1, 0)
 
 @hookimpl
 def zephon_register_runners(register: Register) -> None:
-    register(
-        name="inline",
-        factory="zephon_core.runtime.runners:InlineRunner",
-        description="worker runs in the stage thread (reference)",
-    )
-    register(name="threads", factory="zephon_core.runtime.runners:ThreadRunner", description="thread pool per operator")
-    register(
-        name="processes",
-        factory="zephon_core.runtime.processes:ProcessRunner",
-        description="spawned process pool per operator",
-    )
+    for name, factory, description in (
+        ("inline", "zephon_core.runtime.runners:InlineRunner", "worker runs in the stage thread (reference)"),
+        ("threads", "zephon_core.runtime.runners:ThreadRunner", "thread pool per operator"),
+        ("processes", "zephon_core.runtime.processes:ProcessRunner", "spawned process pool per operator"),
+    ):
+        register(name=name, factory=factory, description=description)
 
 
 @hookimpl
 def zephon_register_commands(subparsers: Subparsers) -> None:
-    """The kernel's commands, through the same hook as any package's (the bodies are lazy strings).
-
-    ``index``, ``show`` and ``inspect`` are about storage: zephon-storage brings them, through this
-    same hook; ``stubs`` (editor tooling) comes with zephon-stubs, and the demos ``demo`` runs with
-    zephon-demo.
-    """
+    """The kernel's commands, through the same hook as any package's (the bodies are lazy strings);
+    the storage commands come with zephon-storage, ``stubs`` with zephon-stubs, the demos with zephon-demo."""
     p = subparsers.add_parser("plugins", help="list installed readers, operators, runners, demos and observers")
     p.add_argument("--kind", choices=list(KINDS), help="list only this kind")
     p.set_defaults(fn="zephon_core.cli:plugins_command")
@@ -44,7 +34,9 @@ def zephon_register_commands(subparsers: Subparsers) -> None:
     p.add_argument("--lanes", type=int, default=4, help="lanes of the kernel demo (default 4)")
     p.add_argument("--quick", action="store_true", help="a shorter run")
     p.add_argument("--kernel", action="store_true", help="the kernel-only demo (no reader or operator plugins needed)")
-    p.add_argument("demo", nargs="?", metavar="NAME", help="which installed demo to run, e.g. zephon demo vlm (same as --name)")
+    p.add_argument(
+        "demo", nargs="?", metavar="NAME", help="which installed demo to run, e.g. zephon demo vlm (same as --name)"
+    )
     p.add_argument("--name", help="which installed demo to run (default: text)")
     p.add_argument("--list", action="store_true", help="list the installed demos and exit")
     p.set_defaults(fn="zephon_core.cli:demo_command")

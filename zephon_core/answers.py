@@ -1,14 +1,10 @@
 """What a running pipeline answers: where a batch came from, live metrics, the bottleneck, run facts.
 
-None of it changes the data. :class:`Answers` is a part of :class:`~zephon_core.pipeline.Pipeline`,
-which is where its methods are documented for users.
+None of it changes the data. A part of :class:`~zephon_core.pipeline.Pipeline`, where its methods are documented.
 """
 
 from __future__ import annotations
 
-import collections
-import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from zephon_core.errors import ZephonError
@@ -16,29 +12,17 @@ from zephon_core.ops.contract import Lineage
 from zephon_core.runtime.diagnose import Diagnosis, diagnose
 from zephon_core.runtime.metrics import window_over
 from zephon_core.runtime.types import SampleBatch
-from zephon_core.work.contract import Pointer, ReportsExhaustion, WorkSource, pointer_of
+from zephon_core.work.contract import Pointer, ReportsExhaustion, pointer_of
 from zephon_core.work.ids import dataset_of, split_sample_id
 
 if TYPE_CHECKING:
-    from zephon_core.options import Options
-    from zephon_core.runtime.engine import Engine
+    from zephon_core.pipeline import Shared
+else:
+    Shared = object
 
 
-class Answers:
+class Answers(Shared):
     """Questions about the data and the run (see the module docstring)."""
-
-    if TYPE_CHECKING:  # set by Pipeline.__init__
-        source: WorkSource
-        _opts: Options
-        _engine: Engine | None
-        _active: WorkSource | None
-        _validation: dict[str, Any]
-        _metric_history: collections.deque[dict[str, Any]]
-        _metrics_lock: threading.Lock
-
-        def _active_source(self) -> WorkSource: ...
-
-        def _crosses_processes(self, runner: str) -> bool: ...
 
     def explain(self, batch: SampleBatch) -> list[list[Pointer]]:
         """Which source samples each row of ``batch`` was made from."""
@@ -47,7 +31,7 @@ class Answers:
 
     def datasets_of(self, batch: SampleBatch) -> list[list[str]]:
         """The dataset of every source sample behind each row of ``batch`` (read from the ids)."""
-        names: Sequence[str] = [d.name for d in self.source.datasets]
+        names = [d.name for d in self.source.datasets]
         return [[names[dataset_of(sid)] for sid in lin] for lin in batch.lineage]
 
     def describe_samples(self, lineage: list[Lineage]) -> str:
@@ -67,13 +51,11 @@ class Answers:
         return (", ".join(shown) + more) if shown else "(none)"
 
     def metrics(self, window_s: float = 10.0) -> dict[str, Any]:
-        """A JSON-compatible snapshot of live metrics: cumulative counters per step, plus rates and
-        fractions (worker busy, input wait, output blocked, consumer wait) over at least the last
-        ``window_s`` seconds (since the start when the pipeline is younger or was not read that long
-        ago: :func:`~zephon_core.runtime.metrics.window_over`). Reads do not reset one another: a
+        """A JSON-compatible snapshot of live metrics (an empty structure before the pipeline starts):
+        cumulative counters per step, plus rates and fractions (worker busy, input wait, output
+        blocked, consumer wait) over at least the last ``window_s`` seconds (see
+        :func:`~zephon_core.runtime.metrics.window_over`). Reads do not reset one another: a
         ``diagnose()`` right after, or a dashboard's scrape, still sees its whole window.
-
-        Returns an empty structure before the pipeline starts.
         """
         eng = self._engine
         if eng is None:
@@ -99,28 +81,20 @@ class Answers:
         return diagnose(self.metrics(window_s)["window"], self._crosses_processes)
 
     def stats(self) -> dict[str, Any]:
-        """Run facts: records left over in partial microbatches per lane when the data ended, and which
-        dataset ran out at which draw in this rank's lanes (sources with an ``exhaustion_report``)."""
+        """Run facts: records left over in partial microbatches per lane when the data ended, which
+        dataset ran out at which draw in this rank's lanes (sources with an ``exhaustion_report``), and
+        the records this rank's readers skipped (``on_error="skip"``) per dataset; a record of a window
+        replayed after a resume is read, and counted, again."""
         eng = self._engine
         source = self._active or self.source
         report = source.exhaustion_report if isinstance(source, ReportsExhaustion) else None
+        names = [d.name for d in self.source.datasets]
+        dropped = eng.stages[0].metrics.dropped if eng and eng.stages else {}  # fetch: a reader's skip is its only drop
         return {
             "leftover_records": dict(eng.leftover) if eng else {},
             "finished": bool(eng and eng.finished),
             "chunks_fed": eng.chunks_fed() if eng else 0,
             "exhausted": [str(e) for e in report(self._opts.layout().owned)] if report is not None else [],
-            "skipped_records": self._skipped_records(),
+            "skipped_records": {names[d] if 0 <= d < len(names) else "?": n for d, n in sorted(dropped.items())},
             "validation": dict(self._validation),
         }
-
-    def _skipped_records(self) -> dict[str, int]:
-        """Records the readers skipped (``on_error="skip"``), per dataset, as read by this rank.
-
-        A record of a window replayed after a resume is read (and counted) again.
-        """
-        eng = self._engine
-        if eng is None or not eng.stages:
-            return {}
-        names = [d.name for d in self.source.datasets]
-        dropped = eng.stages[0].metrics.dropped  # the fetch stage: a reader's skip is its only drop
-        return {names[d] if 0 <= d < len(names) else "?": n for d, n in sorted(dropped.items())}

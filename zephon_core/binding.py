@@ -1,10 +1,9 @@
 """Binding a pipeline to its source: calibration, the resolved window, and the source as it runs.
 
-A :class:`~zephon_core.WorkSource` is described once; what a pipeline runs is a configured copy of
-it: with the token estimates frozen at calibration, bound to the pipeline's lanes and window, paced
-by the update lead when trainer-steered. ``flush_every_k_chunks="auto"`` is resolved here, and so is
-the sizing a release-0.1 checkpoint needs (its defaults resolved differently). :class:`Binding` is a
-part of :class:`~zephon_core.pipeline.Pipeline`, which is where its methods are documented for users.
+What a pipeline runs is a configured copy of its :class:`~zephon_core.WorkSource`: with the token
+estimates frozen at calibration, bound to the pipeline's lanes and window, paced by the update lead
+when trainer-steered. ``flush_every_k_chunks="auto"`` is resolved here, and so is the sizing a
+release-0.1 checkpoint needs (its defaults resolved differently). A part of ``Pipeline``.
 """
 
 from __future__ import annotations
@@ -25,41 +24,23 @@ from zephon_core.work.lanes import LaneLayout
 from zephon_core.work.prefetch import with_lookahead
 
 if TYPE_CHECKING:
-    from zephon_core.ops.contract import Operator
-    from zephon_core.options import Options
-    from zephon_core.runtime.engine import Engine
+    from zephon_core.pipeline import Shared
+else:
+    Shared = object
 
 
-class Binding:
+class Binding(Shared):
     """The pipeline's source as it runs (calibrated, bound to lanes and window); see the module docstring."""
 
-    if TYPE_CHECKING:  # set by Pipeline.__init__
-        source: WorkSource
-        _ops: list[Operator]
-        _opts: Options
-        _engine: Engine | None
-        _active: WorkSource | None
-        _active_key: tuple[int, int | str] | None
-        _window_chunks: int
-        _legacy_window: int | None
-        _starts: dict[int, LaneStart]
-        _token_estimates: dict[str, float] | None
-        _closed: bool
-
-        def definition(self) -> dict[str, Any]: ...
-
     def calibrate(self) -> dict[str, float] | None:
-        """Freeze per-dataset tokens-per-sample estimates when the source mixes by tokens.
+        """Freeze per-dataset tokens-per-sample estimates when the source mixes or sizes chunks in tokens.
 
         Runs once, before the first chunk: the first operator that can count tokens
-        (``Operator.estimate_tokens``) measures each dataset; the result is kept by the pipeline,
-        used to turn token weights into sample weights, and stored in every checkpoint so a resumed
-        run, on any world size, draws exactly the same samples. Estimates restored from a checkpoint
-        or given to the source are kept as they are. Returns None when the source mixes by samples.
-
-        Sources that size chunks in tokens (``token_estimates_use``: ``"required"`` for
-        ``chunk_size="auto"``, ``"optional"`` for the default chunk size) are calibrated too; for
-        ``"optional"`` a pipeline without a tokenizer simply gets None.
+        (``Operator.estimate_tokens``) measures each dataset. The estimates turn token weights into
+        sample weights and are stored in every checkpoint, so a resumed run, on any world size, draws
+        exactly the same samples; estimates restored from a checkpoint or given to the source are kept.
+        Returns None when the source mixes by samples and its chunks need no estimates, or only
+        optionally (``token_estimates_use="optional"``, the default chunk size) and nothing counts tokens.
         """
         tokens = self.source.mixing_unit == "tokens"
         sized = self.source.token_estimates_use if isinstance(self.source, TokenSized) else None
@@ -147,19 +128,15 @@ class Binding:
         """What the feeder reads: ``source`` with reader prefetch, paced by the update lead if steerable."""
         fed = with_lookahead(source, layout.num_lanes)  # readers prefetch what the next chunks read
         lead = source.update_lead_windows if isinstance(source, Steerable) else None
-        k = self._window_chunks
-        if isinstance(lead, int) and k:
-            fed = LeadGate(
-                fed, layout, k, lead, weakly(self._resume_window, lambda lane: 0), weakly(self._stopping, lambda: True)
-            )
-        return fed
+        if not (isinstance(lead, int) and self._window_chunks):
+            return fed
+        resume, stopping = weakly(self._resume_window, lambda lane: 0), weakly(self._stopping, lambda: True)
+        return LeadGate(fed, layout, self._window_chunks, lead, resume, stopping)
 
     def _resume_window(self, lane: int) -> int:
         """The window ``lane`` resumes from after its last delivered microbatch (the update anchor)."""
         eng = self._engine
-        if eng is None:
-            return self._starts.get(lane, LaneStart()).window
-        return eng.mux.resume[lane].window
+        return self._starts.get(lane, LaneStart()).window if eng is None else eng.mux.resume[lane].window
 
     def _stopping(self) -> bool:
         return self._closed or (self._engine is not None and self._engine.ctx.stop.is_set())
@@ -179,12 +156,11 @@ class Binding:
         def undo() -> None:
             self.source, self._legacy_window, self._active, self._active_key = saved
 
-        old_source = definition.get("source")
         changed = False
         if (
             isinstance(self.source, ChunkSizing)
             and self.source.chunk_setting is None
-            and isinstance(old_source, Mapping)
+            and isinstance(old_source := definition.get("source"), Mapping)
             and old_source.get("chunk_size") == LEGACY_DEFAULT
         ):
             legacy = copy.copy(self.source)  # the caller's source is left as it was

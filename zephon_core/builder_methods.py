@@ -1,16 +1,13 @@
 """Builder methods for registered operators, with the factory's real signature and docstring.
 
-``Pipeline(ws).tokenize(...)`` exists once ``zephon-tokenize`` is installed. Operators are plugins,
-so the class cannot spell them out; instead:
-
-- on the class, every operator of the default plugin manager is a real attribute (an
-  :class:`OperatorMethod` descriptor), installed the first time the class is asked for a name it
-  lacks or for its ``dir()``, so ``help(Pipeline.tokenize)`` and ``inspect.signature`` show the
-  operator's own parameters and docstring while ``import zephon_core`` loads no plugin;
-- on an instance, the method is built from the pipeline's *own* plugin manager (a pipeline made
-  with ``plugins=pm`` uses ``pm``'s operators, also those the default manager lacks);
-- a misspelled keyword, option or operator is an error that lists the valid names with the closest
-  match, instead of a ``TypeError`` from deep inside the plugin.
+Operators are plugins (``.tokenize()`` exists once ``zephon-tokenize`` is installed), so the class
+cannot spell them out. On the class, every operator of the default plugin manager becomes a real
+attribute (an :class:`OperatorMethod`) the first time the class is asked for a name it lacks or for
+its ``dir()``: ``help(Pipeline.tokenize)`` and ``inspect.signature`` show the operator's own
+parameters and docstring, while ``import zephon_core`` loads no plugin. On an instance, the method
+comes from the pipeline's *own* plugin manager (``plugins=pm``: also operators the default lacks).
+A misspelled keyword, option or operator is an error listing the valid names with the closest
+match, instead of a ``TypeError`` from deep inside the plugin.
 """
 
 from __future__ import annotations
@@ -72,17 +69,6 @@ def factory_signature(factory: Any) -> inspect.Signature:
         return inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
 
 
-def check_arguments(name: str, sig: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Raise :class:`ConfigError` naming the operator when the arguments do not fit its signature."""
-    try:
-        sig.bind(*args, **kwargs)
-    except TypeError as exc:
-        valid = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        unknown = [k for k in kwargs if k not in sig.parameters]
-        hint = did_you_mean(unknown[0], valid) if unknown else ""
-        raise ConfigError(f"{name}(): {exc}{hint}; its parameters are: {', '.join(valid)}") from None
-
-
 def checked_options(fn: Callable[P, R]) -> Callable[P, R]:
     """Make a misspelled keyword of ``Pipeline.options`` a :class:`ConfigError` with the closest option.
 
@@ -107,37 +93,13 @@ def checked_options(fn: Callable[P, R]) -> Callable[P, R]:
     return options
 
 
-def _factory_doc(factory: Any) -> str:
-    """The factory's docstring: the class's and its ``__init__``'s (where the arguments are often described)."""
-    doc = inspect.getdoc(factory) or ""
-    init_doc = inspect.getdoc(getattr(factory, "__init__", None)) if inspect.isclass(factory) else None
-    return "\n\n".join(d for d in (doc, init_doc) if d and d != inspect.getdoc(object.__init__))
-
-
 def _operator_doc(reg: Registration, factory: Any) -> str:
-    """The factory's docstring, and which package registered the operator (``help()`` shows both)."""
+    """What ``help()`` shows for an operator method: the class's docstring, its ``__init__``'s (where
+    the arguments are often described) and which package registered the operator."""
+    init_doc = inspect.getdoc(getattr(factory, "__init__", None)) if inspect.isclass(factory) else None
     origin = f"Operator {reg.name!r}, registered by {reg.package} {reg.version}."
-    return "\n\n".join(d for d in (_factory_doc(factory), origin) if d)
-
-
-def make_method(
-    name: str, factory: Any, apply: Callable[..., Any], returns: Any, doc: str | None = None
-) -> Callable[..., Any]:
-    """A bound-looking builder method for operator ``name`` built by ``factory`` (``doc``: its docstring,
-    default the factory's)."""
-    sig = factory_signature(factory)
-
-    @functools.wraps(apply)
-    def method(*args: Any, **kwargs: Any) -> Any:
-        check_arguments(name, sig, args, kwargs)
-        return apply(name, *args, **kwargs)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = doc if doc is not None else _factory_doc(factory)
-    # functions take any attribute; inspect.signature() reads this one
-    method.__signature__ = sig.replace(return_annotation=returns)  # type: ignore[attr-defined]
-    method.__wrapped__ = factory
-    return method
+    docs = (inspect.getdoc(factory), init_doc, origin)
+    return "\n\n".join(d for d in docs if d and d != inspect.getdoc(object.__init__))
 
 
 def unknown_operator(builder: Builder, name: str, exc: PluginError) -> AttributeError:
@@ -153,29 +115,22 @@ def unknown_operator(builder: Builder, name: str, exc: PluginError) -> Attribute
 def builder_names(cls: type, *, operators: bool = True) -> list[str]:
     """The public names of a builder class (methods, properties; with ``operators``, its installed
     :class:`OperatorMethod` attributes too), for suggestions."""
-    return sorted(
-        {
-            n
-            for k in cls.__mro__
-            for n, v in vars(k).items()
-            if not n.startswith("_") and (operators or not isinstance(v, OperatorMethod))
-        }
-    )
+    names = {n for k in cls.__mro__ for n, v in vars(k).items() if operators or not isinstance(v, OperatorMethod)}
+    return sorted(n for n in names if not n.startswith("_"))
 
 
 def builder_dir(builder: Builder, names: Iterable[str]) -> list[str]:
     """``dir(pipeline)``: ``names`` (the default ``dir``) plus the operators of the pipeline's own
     manager, without class-level operators that manager lacks (accessing them would fail)."""
     registered = set(builder.plugins.registry.names("operator"))
-
-    def usable(name: str) -> bool:
-        return name in registered or not isinstance(inspect.getattr_static(type(builder), name, None), OperatorMethod)
-
-    return sorted(n for n in set(names) | registered if usable(n))
+    on_class = {n for n in names if isinstance(inspect.getattr_static(type(builder), n, None), OperatorMethod)}
+    return sorted((set(names) - on_class) | registered)
 
 
 def bound_method(builder: Builder, name: str) -> Callable[..., Any]:
-    """``builder.NAME`` for operator ``NAME`` of the builder's own plugin manager.
+    """``builder.NAME`` for operator ``NAME`` of the builder's own plugin manager. Its arguments are
+    checked against the factory's signature first, so that a misspelled keyword is a
+    :class:`ConfigError` naming the operator and the closest parameter.
 
     Raises:
         AttributeError: no operator ``NAME`` is installed in that manager (the message names the
@@ -186,7 +141,25 @@ def bound_method(builder: Builder, name: str) -> Callable[..., Any]:
     except PluginError as exc:
         raise unknown_operator(builder, name, exc) from None
     factory = reg.load()
-    return make_method(name, factory, builder.apply, "Pipeline", _operator_doc(reg, factory))
+    sig = factory_signature(factory)
+
+    @functools.wraps(builder.apply)
+    def method(*args: Any, **kwargs: Any) -> Any:
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            valid = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+            unknown = [k for k in kwargs if k not in sig.parameters]
+            hint = did_you_mean(unknown[0], valid) if unknown else ""
+            raise ConfigError(f"{name}(): {exc}{hint}; its parameters are: {', '.join(valid)}") from None
+        return builder.apply(name, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = _operator_doc(reg, factory)
+    # functions take any attribute; inspect.signature() reads this one
+    method.__signature__ = sig.replace(return_annotation="Pipeline")  # type: ignore[attr-defined]
+    method.__wrapped__ = factory
+    return method
 
 
 def unbound_method(reg: Registration) -> Callable[..., Any]:
@@ -209,7 +182,6 @@ def unbound_method(reg: Registration) -> Callable[..., Any]:
     method.__qualname__ = f"Pipeline.{name}"
     method.__module__ = getattr(factory, "__module__", None) or method.__module__  # where help() sends readers
     method.__doc__ = _operator_doc(reg, factory)
-    # functions take any attribute; inspect.signature() reads this one
     method.__signature__ = sig.replace(  # type: ignore[attr-defined]
         parameters=[inspect.Parameter("self", kind), *params], return_annotation="Pipeline"
     )
@@ -219,11 +191,10 @@ def unbound_method(reg: Registration) -> Callable[..., Any]:
 class OperatorMethod:
     """A registered operator as a class attribute of the builder (a non-data descriptor).
 
-    Class access resolves the operator lazily from the default plugin manager (made once per
-    attribute: it is for ``help()``, ``inspect`` and editors); instance access builds the method
-    from the instance's own manager on every access, so ``Pipeline(ws, plugins=pm).NAME`` is ``pm``'s
-    operator. An instance whose manager lacks the operator gets ``AttributeError`` from here, and
-    then the builder's ``__getattr__``, which looks again and explains.
+    Class access resolves it once from the default plugin manager (for ``help()``, ``inspect`` and
+    editors); instance access builds the method from the instance's own manager every time. An
+    instance whose manager lacks the operator gets ``AttributeError`` from here, and then the
+    builder's ``__getattr__``, which looks again and explains.
     """
 
     def __init__(self, name: str) -> None:

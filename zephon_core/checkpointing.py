@@ -1,10 +1,9 @@
 """A pipeline's side of checkpoints: gathering this rank's state, and resuming from a validated one.
 
 The checkpoint's fields are written and validated by :mod:`zephon_core.checkpoint.schema` only; here
-the pipeline supplies the values (lane positions from the engine or the restored starts, the source's
-state, the frozen estimates, the skip log) and checks what depends on itself: the fingerprint, the
-lanes it owns, and that every replay window exists in its data. :class:`Checkpointing` is a part of
-:class:`~zephon_core.pipeline.Pipeline`, which is where its methods are documented for users.
+the pipeline supplies the values (lane positions, the source's state, the frozen estimates, the skip
+log) and checks what depends on itself: the fingerprint, the lanes it owns, and that every replay
+window exists in its data. A part of ``Pipeline``.
 """
 
 from __future__ import annotations
@@ -23,10 +22,9 @@ from zephon_core.work.ids import CHUNK_BITS
 from zephon_core.work.lanes import LaneLayout
 
 if TYPE_CHECKING:
-    from zephon_core.hookspecs import Observer
-    from zephon_core.ops.contract import Operator
-    from zephon_core.options import Options
-    from zephon_core.runtime.engine import Engine
+    from zephon_core.pipeline import Shared
+else:
+    Shared = object
 
 
 def _differ_only_by_absent_labels(saved: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
@@ -39,30 +37,8 @@ def _differ_only_by_absent_labels(saved: Mapping[str, Any], current: Mapping[str
     return ckpt.fingerprint(unlabelled[0]) == ckpt.fingerprint(unlabelled[1])
 
 
-class Checkpointing:
+class Checkpointing(Shared):
     """``state_dict`` and ``load_state_dict`` (see the module docstring)."""
-
-    if TYPE_CHECKING:  # set by Pipeline.__init__
-        source: WorkSource
-        _opts: Options
-        _engine: Engine | None
-        _manifest: Observer | None
-        _active: WorkSource | None
-        _starts: dict[int, LaneStart]
-        _token_estimates: dict[str, float] | None
-        _skips: list[dict[str, int]]
-        _pending_skip: int
-
-        @property
-        def operators(self) -> list[Operator | Any]: ...
-
-        def definition(self) -> dict[str, Any]: ...
-
-        def _adopt_release_0_1_sizing(self, state: Mapping[str, Any]) -> Callable[[], None]: ...
-
-        def _configure(self, source: WorkSource, estimates: dict[str, float] | None) -> WorkSource: ...
-
-        def _resolve_window(self, configured: WorkSource) -> int: ...
 
     def state_dict(self) -> dict[str, Any]:
         """This rank's lanes as plain JSON-compatible data (see :mod:`zephon_core.checkpoint`).
@@ -72,24 +48,24 @@ class Checkpointing:
         """
         if self._manifest is not None:
             self._manifest.flush(wait=True)
-        opts = self._opts
+        opts, source = self._opts, self._active or self.source
         layout = opts.layout()
         if self._engine is not None:
-            lane_states = self._engine.lane_states()
-            next_lane = self._engine.next_lane
+            lane_states, next_lane = self._engine.lane_states(), self._engine.next_lane
         else:
-            lane_states = {}
-            for lane in layout.owned:
-                s = self._starts.get(lane, LaneStart())
-                lane_states[lane] = {"window": s.window, "skip": s.skip, "delivered": s.delivered}
+            starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
+            lane_states = {n: {"window": s.window, "skip": s.skip, "delivered": s.delivered} for n, s in starts.items()}
             next_lane = min(layout.owned, key=lambda x: (lane_states[x]["delivered"], x))
+        lanes = {lane: lane_states[lane] for lane in layout.owned}
+        if isinstance(source, LaneStateful):  # the source's part of each lane, merged by lane across ranks
+            lanes = {lane: dict(entry, source=source.lane_state_dict(lane)) for lane, entry in lanes.items()}
         return checkpoint_dict(
             definition=self.definition(),
             num_lanes=opts.lanes,
             rank=opts.dp_rank,
             world_size=opts.dp_world_size,
-            lanes={lane: self._with_lane_source(lane, lane_states[lane]) for lane in layout.owned},
-            source=(self._active or self.source).state_dict(),
+            lanes=lanes,
+            source=source.state_dict(),
             tokens_per_sample=self._token_estimates,
             next_lane=next_lane,
             skip_log=self._skips,
@@ -139,16 +115,14 @@ class Checkpointing:
         return undo
 
     def _load_validated(self, state: Mapping[str, Any]) -> None:
-        definition = self.definition()
+        saved, definition = state["definition"], self.definition()
         if state["fingerprint"] != ckpt.fingerprint(definition) and not _differ_only_by_absent_labels(
-            state["definition"], definition
+            saved, definition
         ):
-            diffs = ckpt.diff_definitions(state["definition"], definition) or ["(definitions differ)"]
+            diffs = ckpt.diff_definitions(saved, definition) or ["(definitions differ)"]
             raise CheckpointError("checkpoint belongs to a different pipeline: " + "; ".join(diffs[:8]))
-        if state.get("mid_round") and (state.get("world_size"), state.get("rank")) != (
-            self._opts.dp_world_size,
-            self._opts.dp_rank,
-        ):
+        here = (self._opts.dp_world_size, self._opts.dp_rank)
+        if state.get("mid_round") and (state.get("world_size"), state.get("rank")) != here:
             raise CheckpointError(
                 f"this checkpoint was taken in the middle of a round (rank {state.get('rank')} of "
                 f"{state.get('world_size')}, after {state.get('step')} whole rounds): it can only resume the same rank "
@@ -164,31 +138,16 @@ class Checkpointing:
         starts = {int(k): LaneStart.from_state(k, v) for k, v in state["lanes"].items()}
         estimates = self._checkpoint_estimates(state)
         skips = skipped_steps(state)
-        probe = self._restored_source(state, estimates)
-        self._check_positions(starts, layout, estimates, probe)
-        source_state = dict(state.get("source") or {})
-        source_state.pop("tokens_per_sample", None)
-        self.source.load_state_dict(source_state)
-        self._load_lane_sources(self.source, state)
+        self._check_positions(starts, layout, self._restored_source(state, estimates))
+        self._load_source_state(self.source, state)
         self._starts = starts
         self._token_estimates = estimates
         self._active = None
         self._skips, self._pending_skip = skips
 
-    def _check_positions(
-        self,
-        starts: Mapping[int, LaneStart],
-        layout: LaneLayout,
-        estimates: dict[str, float] | None,
-        restored: WorkSource | None = None,
-    ) -> None:
-        """Every lane's replay window must exist in this source (a window past the end would end the
-        lane at once and silently lose its data). ``restored``: the source as the checkpoint leaves it."""
-        source = self.source
-        if estimates is not None and self.source.mixing_unit == "tokens":
-            source = self.source.with_token_estimates(estimates)
-        if restored is not None:
-            source = restored
+    def _check_positions(self, starts: Mapping[int, LaneStart], layout: LaneLayout, source: WorkSource) -> None:
+        """Every lane's replay window must exist in ``source``, as the checkpoint leaves it (a window
+        past the end would end the lane at once and silently lose its data)."""
         k = self._resolve_window(source)
         for lane in layout.owned:
             s = starts[lane]
@@ -215,23 +174,18 @@ class Checkpointing:
         except ConfigError as exc:
             raise CheckpointError(f"checkpoint calibration: {exc}") from exc
 
-    def _with_lane_source(self, lane: int, entry: dict[str, Any]) -> dict[str, Any]:
-        """A lane's checkpoint entry plus the source's part for that lane (merged by lane across ranks)."""
-        source = self._active or self.source
-        return dict(entry, source=source.lane_state_dict(lane)) if isinstance(source, LaneStateful) else entry
-
-    def _load_lane_sources(self, source: WorkSource, state: Mapping[str, Any]) -> None:
+    def _load_source_state(self, source: WorkSource, state: Mapping[str, Any]) -> None:
+        """The checkpoint's source state, and each lane's part of it, loaded into ``source``."""
+        source_state = dict(state.get("source") or {})
+        source_state.pop("tokens_per_sample", None)  # the pipeline's (zephon-core 0.1 kept them here)
+        source.load_state_dict(source_state)
         if isinstance(source, LaneStateful):
             source.load_lane_state_dicts({int(k): v.get("source") or {} for k, v in state["lanes"].items()})
 
-    def _restored_source(self, state: Mapping[str, Any], estimates: dict[str, float] | None) -> WorkSource | None:
-        """A configured copy of the source as the checkpoint leaves it (validating its state on the copy), or
-        None when configuring gives the source itself (nothing to bind: the caller checks the source)."""
+    def _restored_source(self, state: Mapping[str, Any], estimates: dict[str, float] | None) -> WorkSource:
+        """The source configured as the checkpoint leaves it: a copy with the state loaded (validating it
+        changes nothing yet), or the source itself when configuring gives it back (nothing to bind)."""
         probe = self._configure(self.source, estimates)
-        if probe is self.source:
-            return None
-        source_state = dict(state.get("source") or {})
-        source_state.pop("tokens_per_sample", None)
-        probe.load_state_dict(source_state)
-        self._load_lane_sources(probe, state)
+        if probe is not self.source:
+            self._load_source_state(probe, state)
         return probe

@@ -1,8 +1,7 @@
 """What determines a pipeline's data, as JSON: its definition, and the labels a tool adds to it.
 
 The definition is hashed into every checkpoint's fingerprint, so resuming under another definition is
-refused with the differing keys named. :class:`Definition` is a part of
-:class:`~zephon_core.pipeline.Pipeline`.
+refused with the differing keys named. A part of ``Pipeline``.
 """
 
 from __future__ import annotations
@@ -12,27 +11,15 @@ import json
 from typing import TYPE_CHECKING, Any, cast
 
 from zephon_core.errors import ConfigError
-from zephon_core.work.contract import WorkSource
 
 if TYPE_CHECKING:
-    from zephon_core.options import Options
-    from zephon_core.pipeline import Pipeline, Step
+    from zephon_core.pipeline import Pipeline, Shared
+else:
+    Shared = object
 
 
-class Definition:
+class Definition(Shared):
     """The pipeline's identity (see the module docstring)."""
-
-    if TYPE_CHECKING:  # set by Pipeline.__init__
-        source: WorkSource
-        _opts: Options
-        _labels: dict[str, Any]
-
-        @property
-        def operators(self) -> list[Step]: ...
-
-        def _check_mutable(self) -> None: ...
-
-        def _describe_window(self) -> dict[str, Any]: ...
 
     def label(self, **labels: Any) -> Pipeline:
         """Make ``labels`` part of this pipeline's identity: JSON values kept in :meth:`definition`.

@@ -1,8 +1,6 @@
 """Run options: what ``Pipeline.options(...)`` sets, and the checks every value passes when it is set.
 
-Only ``lanes``, ``flush_every_k_chunks`` and ``lane_assignment``/``lane_seed`` change the data; the
-rest (rank, runner, queue depth, observability) is free to change between runs. :class:`Options` is
-frozen: ``Pipeline.options`` replaces it, so a pipeline's options never change under a running engine.
+:class:`Options` is frozen: ``Pipeline.options`` replaces it, so options never change under a running engine.
 """
 
 from __future__ import annotations
@@ -14,8 +12,8 @@ from typing import Any, Literal
 
 from zephon_core.errors import ConfigError
 from zephon_core.ops.contract import check_timeout
+from zephon_core.runtime.metrics import MIN_INTERVAL_S
 from zephon_core.runtime.observers import GROUP_STEPS, check_observer
-from zephon_core.runtime.reporter import MIN_INTERVAL_S
 from zephon_core.work.lanes import LaneLayout
 
 VALIDATION_MODES = ("off", "warn", "strict")
@@ -31,29 +29,27 @@ def check_validation_mode(mode: Any) -> str:
 @dataclasses.dataclass(frozen=True)
 class Options:
     """Run options. Only ``lanes``, ``flush_every_k_chunks`` and ``lane_assignment``/``lane_seed`` change
-    the data (they are in the fingerprint); rank, world size, runner, queue depth and timeouts are free
-    to change between runs. ``lane_assignment="permute"`` deals each round of chunks to the lanes by a
-    permutation seeded with ``lane_seed`` instead of chunk ``g`` to lane ``g mod lanes`` (see
-    :mod:`zephon_core.work.lanes`).
+    the data (they are in the fingerprint); the rest is free to change between runs.
+    ``lane_assignment="permute"`` deals each round of chunks to the lanes by a permutation seeded with
+    ``lane_seed`` instead of chunk ``g`` to lane ``g mod lanes`` (:mod:`zephon_core.work.lanes`).
 
-    ``timeout_s`` is the default limit for one task of every step that does not set its own (None:
-    no limit); fetch defaults to :data:`~zephon_core.runtime.fetch.FETCH_TIMEOUT_S`.
-    ``autotune=True`` lets the pipeline raise the parallelism of whichever step limits throughput
-    while it runs, within ``cpu_budget`` workers in all steps together (default: one per step plus one
-    per CPU, so that even a small machine has room to move); the data is the same whatever it chooses.
-    The tuner, like the ``validate`` probe, is zephon-observe's: without it, setting either is an error.
-    ``fuse`` (default True) lets consecutive per-record steps on the processes runner (fetch, then
-    ``map_transform`` and operators built on it) run as one task in one pool, so records cross between
-    processes once (:mod:`zephon_core.runtime.fusion`); ``fuse=False`` keeps each step's own pool
-    and metrics. ``max_inflight_bytes`` bounds the bytes waiting in the queues between stages (records are also
-    read in groups of at most 1/32 of it), so large records do not multiply memory by queue depths.
+    ``timeout_s``: the limit for one task of every step that sets none (None: no limit; fetch
+    defaults to :data:`~zephon_core.runtime.fetch.FETCH_TIMEOUT_S`). ``autotune=True`` raises the
+    parallelism of whichever step limits throughput while it runs, within ``cpu_budget`` workers in
+    all (default: one per step plus one per CPU, so even a small machine has room to move); the data
+    is the same whatever it chooses. The tuner, like the ``validate`` probe, is zephon-observe's:
+    without it, setting either is an error. ``fuse`` lets consecutive per-record steps on the
+    processes runner (fetch, ``map_transform`` and operators built on it) run as one task in one
+    pool, so records cross between processes once (:mod:`zephon_core.runtime.fusion`);
+    ``fuse=False`` keeps each step's own pool and metrics.
+    ``max_inflight_bytes`` bounds the bytes waiting between stages (records are read in groups of at
+    most 1/32 of it), so large records do not multiply memory by queue depths.
 
-    Observability (none of it changes the data): ``trace`` records worker task spans for
-    ``trace()``; ``metrics_callback`` receives a metrics snapshot every ``metrics_every_s`` seconds
-    from a background thread (so do plugins implementing the ``zephon_metrics`` hook); ``manifest``
-    names a folder (path or fsspec URL) where the samples of every delivered microbatch are
-    recorded, written every ``manifest_every_steps`` rounds (by zephon-observe, which must be
-    installed: see :mod:`zephon_observe.manifest`).
+    Observability (none of it changes the data): ``trace`` records worker task spans for ``trace()``;
+    ``metrics_callback`` (and every ``zephon_metrics`` hook) receives a metrics snapshot every
+    ``metrics_every_s`` seconds from a background thread; ``manifest`` names a folder (path or fsspec
+    URL) where zephon-observe records the samples of every delivered microbatch, written every
+    ``manifest_every_steps`` rounds (:mod:`zephon_observe.manifest`).
     """
 
     lanes: int = 1
@@ -84,24 +80,6 @@ class Options:
         check_timeout(self.timeout_s, "option")
         if not isinstance(self.fuse, bool):
             raise ConfigError(f"option fuse must be True or False, got {self.fuse!r}")
-        self._validate_observability()
-        c = self.cpu_budget
-        if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
-            raise ConfigError(f"option cpu_budget must be an int >= 1 (workers the autotuner may use), got {c!r}")
-        b = self.max_inflight_bytes
-        if b is not None and (not isinstance(b, int) or isinstance(b, bool) or b < 2**20):
-            raise ConfigError(f"option max_inflight_bytes must be an int >= 1 MiB (or None: no byte bound), got {b!r}")
-        if not isinstance(self.queue_depth, int) or isinstance(self.queue_depth, bool) or self.queue_depth < 1:
-            raise ConfigError(f"option queue_depth must be an int >= 1, got {self.queue_depth!r}")
-        k = self.flush_every_k_chunks
-        if k != "auto" and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
-            raise ConfigError(
-                f"option flush_every_k_chunks must be an int >= 1 or 'auto', got {k!r}: a checkpoint replays the current "
-                "window, so without flushes one window would span the whole run and a resume would replay all of it"
-            )
-        self.layout()
-
-    def _validate_observability(self) -> None:
         cb = self.metrics_callback
         if cb is not None and not callable(cb):
             raise ConfigError(f"option metrics_callback must be callable (snapshot dict -> None), got {cb!r}")
@@ -121,6 +99,21 @@ class Options:
         n = self.manifest_every_steps
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ConfigError(f"option manifest_every_steps must be an int >= 1, got {n!r}")
+        c = self.cpu_budget
+        if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
+            raise ConfigError(f"option cpu_budget must be an int >= 1 (workers the autotuner may use), got {c!r}")
+        b = self.max_inflight_bytes
+        if b is not None and (not isinstance(b, int) or isinstance(b, bool) or b < 2**20):
+            raise ConfigError(f"option max_inflight_bytes must be an int >= 1 MiB (or None: no byte bound), got {b!r}")
+        if not isinstance(self.queue_depth, int) or isinstance(self.queue_depth, bool) or self.queue_depth < 1:
+            raise ConfigError(f"option queue_depth must be an int >= 1, got {self.queue_depth!r}")
+        k = self.flush_every_k_chunks
+        if k != "auto" and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+            raise ConfigError(
+                f"option flush_every_k_chunks must be an int >= 1 or 'auto', got {k!r}: a checkpoint replays the current "
+                "window, so without flushes one window would span the whole run and a resume would replay all of it"
+            )
+        self.layout()
 
     def layout(self) -> LaneLayout:
         """The lanes and this rank's share of them (validated)."""

@@ -1,28 +1,22 @@
 """The builder: a work source, the fetch stage, a chain of operators and the batch stage, run for one rank.
 
 ``Pipeline(ws).map_transform(...).shuffle(...).batch(...).options(lanes=..., ...)`` only records
-the definition; threads and processes start on first iteration. Any registered operator is
-available as a builder method by its name, so installing ``zephon-tokenize`` adds ``.tokenize()``.
-Fetch (first) and batch (last) are the kernel's own stages, configured with ``.fetch()`` and
-``.batch()``; everything in between is an :class:`~zephon_core.ops.contract.Operator`.
+the definition; threads and processes start on first iteration. Any registered operator is a
+builder method by its name (installing ``zephon-tokenize`` adds ``.tokenize()``). Fetch (first) and
+batch (last) are the kernel's own stages; everything between is an :class:`~zephon_core.ops.contract.Operator`.
 
-This module holds the builder methods; the rest of ``Pipeline`` is written one idea per module and
-assembled into this one class (:data:`PARTS`): :mod:`zephon_core.options` (the run options),
-:mod:`zephon_core.definition` (definition, label),
-:mod:`zephon_core.binding` (calibration, the source bound to lanes and window),
-:mod:`zephon_core.starting` (the engine start and its observers, ``options(validate=...)``
-among them), :mod:`zephon_core.answers` (explain, metrics, diagnose, stats),
-:mod:`zephon_core.steering` (update_mixture, skip_global_steps) and :mod:`zephon_core.checkpointing`
-(state_dict, load_state_dict).
+This module holds the builder methods; the rest of ``Pipeline`` is written one idea per module,
+each named in :data:`PARTS` and described by its own docstring, and assembled into this one class.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from zephon_core.answers import Answers
@@ -40,7 +34,7 @@ from zephon_core.checkpointing import Checkpointing
 from zephon_core.defaults.operators.mapping import check_seed, rng_base, takes_rng
 from zephon_core.definition import Definition
 from zephon_core.errors import ConfigError, PluginError, ZephonError
-from zephon_core.hookspecs import Observer
+from zephon_core.hookspecs import Observer, Reporter
 from zephon_core.ops.contract import Operator, Payload
 from zephon_core.options import VALIDATION_MODES, Options, check_validation_mode
 from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
@@ -48,7 +42,6 @@ from zephon_core.runtime.batch import BatchSpec, Collate
 from zephon_core.runtime.engine import Engine
 from zephon_core.runtime.fetch import FetchStage
 from zephon_core.runtime.lifecycle import PipelineIterator, started, stopped
-from zephon_core.runtime.reporter import MetricsReporter
 from zephon_core.runtime.types import SampleBatch
 from zephon_core.starting import Starting
 from zephon_core.steering import Steering
@@ -58,10 +51,7 @@ from zephon_core.work.prefetch import stop_prefetch
 
 __all__ = ["VALIDATION_MODES", "Options", "Pipeline", "Step", "check_validation_mode"]
 
-
 _T = TypeVar("_T")
-
-
 Step = FetchStage | Operator | BatchSpec
 
 PARTS: tuple[type, ...] = (Definition, Binding, Starting, Answers, Steering, Checkpointing)
@@ -69,6 +59,53 @@ PARTS: tuple[type, ...] = (Definition, Binding, Starting, Answers, Steering, Che
 ``Pipeline``'s own methods (:func:`_assembled`), so that ``help(Pipeline)`` shows one class."""
 
 if TYPE_CHECKING:  # the type checker sees the parts as bases, which is what they amount to
+    from zephon_core.ops.contract import Lineage
+    from zephon_core.work.lanes import LaneLayout
+
+    class Shared:
+        """What each part may use of the whole pipeline: its state (first set in ``Pipeline.__init__``)
+        and the methods of ``Pipeline`` and of the other parts, declared once for every part."""
+
+        source: WorkSource
+        _plugins: ZephonPluginManager | None
+        _fetch: FetchStage
+        _ops: list[Operator]
+        _batch: BatchSpec | None
+        _opts: Options
+        _engine: Engine | None
+        _registered: dict[int, str]  # id(operator) -> registered kind, for steps built by name
+        _validation: dict[str, Any]
+        _active: WorkSource | None
+        _active_key: tuple[int, int | str] | None
+        _window_chunks: int  # flush_every_k_chunks resolved with the active source
+        _legacy_window: int | None  # K adopted from a release-0.1 checkpoint (see load_state_dict)
+        _starts: dict[int, LaneStart]
+        _token_estimates: dict[str, float] | None
+        _skips: list[dict[str, int]]  # skip_global_steps log: {"step", "steps"}
+        _pending_skip: int  # global steps still to discard when iteration starts
+        _closed: bool
+        _metric_history: collections.deque[dict[str, Any]]
+        _metrics_lock: threading.Lock  # metrics() may be called from a dashboard's thread
+        _reporter: Reporter | None
+        _manifest: Observer | None
+        _delivered: Iterator[SampleBatch] | None
+        _labels: dict[str, Any]  # identity labels (see label())
+
+        @property
+        def plugins(self) -> ZephonPluginManager: ...
+        @property
+        def operators(self) -> list[Step]: ...
+        def _check_mutable(self) -> None: ...
+        def definition(self) -> dict[str, Any]: ...
+        def _describe_window(self) -> dict[str, Any]: ...
+        def _active_source(self) -> WorkSource: ...
+        def _configure(self, source: WorkSource, estimates: dict[str, float] | None) -> WorkSource: ...
+        def _resolve_window(self, configured: WorkSource) -> int: ...
+        def _feed_source(self, source: WorkSource, layout: LaneLayout) -> WorkSource: ...
+        def _resume_window(self, lane: int) -> int: ...
+        def _adopt_release_0_1_sizing(self, state: Mapping[str, Any]) -> Callable[[], None]: ...
+        def _crosses_processes(self, runner: str) -> bool: ...
+        def describe_samples(self, lineage: list[Lineage]) -> str: ...
 
     class _Parts(Definition, Binding, Starting, Answers, Steering, Checkpointing): ...
 
@@ -103,31 +140,35 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         self.source = check_work_source(source)
         self._plugins = plugins
         self._fetch = FetchStage()
-        self._ops: list[Operator] = []
-        self._batch: BatchSpec | None = None
+        self._ops = []
+        self._batch = None
         self._opts = Options()
-        self._engine: Engine | None = None
-        self._registered: dict[int, str] = {}  # id(operator) -> registered kind, for steps built by name
-        self._validation: dict[str, Any] = {}
-        self._active: WorkSource | None = None
-        self._active_key: tuple[int, int | str] | None = None
-        self._window_chunks = DEFAULT_FLUSH_EVERY  # flush_every_k_chunks resolved with the active source
-        self._legacy_window: int | None = None  # K adopted from a release-0.1 checkpoint (see load_state_dict)
-        self._starts: dict[int, LaneStart] = {}
-        self._token_estimates: dict[str, float] | None = None
-        self._skips: list[dict[str, int]] = []  # skip_global_steps log: {"step", "steps"}
-        self._pending_skip = 0  # global steps still to discard when iteration starts
+        self._engine = None
+        self._registered = {}
+        self._validation = {}
+        self._active = None
+        self._active_key = None
+        self._window_chunks = DEFAULT_FLUSH_EVERY
+        self._legacy_window = None
+        self._starts = {}
+        self._token_estimates = None
+        self._skips = []
+        self._pending_skip = 0
         self._closed = False
-        self._metric_history: collections.deque[dict[str, Any]] = collections.deque()
-        self._metrics_lock = threading.Lock()  # metrics() may be called from a dashboard's thread
-        self._reporter: MetricsReporter | None = None
-        self._manifest: Observer | None = None
-        self._delivered: Iterator[SampleBatch] | None = None
-        self._labels: dict[str, Any] = {}  # identity labels (see label())
+        self._metric_history = collections.deque()
+        self._metrics_lock = threading.Lock()
+        self._reporter = None
+        self._manifest = None
+        self._delivered = None
+        self._labels = {}
 
     @classmethod
     def from_recipe(
-        cls, path: str | os.PathLike[str], overrides: Iterable[str] | dict[str, Any] = (), *, plugins: ZephonPluginManager | None = None
+        cls,
+        path: str | os.PathLike[str],
+        overrides: Iterable[str] | dict[str, Any] = (),
+        *,
+        plugins: ZephonPluginManager | None = None,
     ) -> Pipeline:
         """The pipeline a recipe file (YAML or TOML) describes, validated first; ``overrides`` are
         ``"dotted.key=value"`` strings as ``zephon run --set`` takes them. Needs zephon-recipes."""
@@ -178,12 +219,7 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
     def _unique_name(self, name: str) -> str:
         """``name``, numbered if another step already has it: metrics, errors and traces need one name per step."""
         taken = {"fetch", "batch", *(o.name for o in self._ops)}
-        if name not in taken:
-            return name
-        k = 2
-        while f"{name}_{k}" in taken:
-            k += 1
-        return f"{name}_{k}"
+        return next(n for n in itertools.chain([name], (f"{name}_{k}" for k in itertools.count(2))) if n not in taken)
 
     def apply(self, kind: str, *args: Any, **kwargs: Any) -> Pipeline:
         """Append the registered operator ``kind`` built with these arguments."""
@@ -244,8 +280,6 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         ``algorithm``: ``"reservoir"`` (default), ``"block"`` or ``"block_warmup"``
         (see :mod:`zephon_core.defaults.operators.shuffle`).
         """
-        if algorithm == "reservoir":  # the fingerprint of a default shuffle stays what it was
-            return self.apply("shuffle", buffer_size, seed)
         return self.apply("shuffle", buffer_size, seed, algorithm=algorithm)
 
     def batch(
@@ -320,8 +354,7 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         checkers flag ``options(lanse=4)`` or ``options(lanes="4")``; at run time a misspelled option
         is a :class:`~zephon_core.errors.ConfigError` naming the closest one.
         """
-        # the first statement, so that locals() holds exactly the parameters
-        given = {k: v for k, v in locals().items() if k != "self" and v is not UNCHANGED}
+        given = {k: v for k, v in locals().items() if k != "self" and v is not UNCHANGED}  # first: only the parameters
         self._check_mutable()
         opts = dataclasses.replace(self._opts, **given)
         opts.check()
@@ -362,17 +395,17 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
     def __iter__(self) -> Iterator[SampleBatch]:
         if self._closed:
             raise ZephonError("the pipeline was closed; build a new Pipeline to iterate again")
-        if self._engine is None:
+        engine = self._engine
+        if engine is None:
             engine = self._start()
             started(self)
             self._discard(self._pending_skip)
-            return PipelineIterator(self, engine if self._delivered is None else self._delivered)
-        if self._engine.finished:
+        elif engine.finished:
             raise ZephonError(
                 "the pipeline has delivered all its data; build a new Pipeline (and load_state_dict() to resume) "
                 "to iterate again"
             )
-        return PipelineIterator(self, self._engine if self._delivered is None else self._delivered)
+        return PipelineIterator(self, engine if self._delivered is None else self._delivered)
 
     def close(self) -> None:
         """Stop every thread and worker process of this pipeline; iterating it afterwards is an error.

@@ -1,33 +1,13 @@
 """The plugin API: every kernel name a plugin may build on, in one module.
 
-Plugins (operators, readers, runners, demos, integrations) are written against this module, not
-against the kernel's internal layout. The names listed in ``__all__`` follow the plugin contract
-version :data:`~zephon_core.hookspecs.PLUGIN_CONTRACT`: within one contract major they keep their
-meaning and signature, a minor only adds names, and removing or changing one is a new major (which
-the kernel then refuses to load old plugins against, naming the plugin and both contracts).
-
-A plugin imports the kernel through these modules only:
-
-* ``zephon_core`` — the user-facing API (``Pipeline``, ``Dataset``, ``Operator``, ``Records``, the
-  errors, ...);
-* ``zephon_core.plugin_api`` — this module: the building blocks only plugins need;
-* ``zephon_core.hookspecs`` — ``hookimpl`` and the ``register`` callback protocols;
-* ``zephon_core.conformance`` and ``zephon_core.testing`` (and their submodules) — for the plugin's
-  own tests.
-
-Readers build on a library of their own, the storage toolkit ``zephon_storage`` (distribution
-zephon-storage: ``FileReader``, ``Storage``, the manifest and sidecar-index helpers, and the reader
-test kit ``zephon_storage.testing``); it is held to this same contract. The kernel's former
-``zephon_core.storage`` still resolves its names there, lazily.
-
-Every other kernel module (``zephon_core.ops.contract``, ``zephon_core.runtime.*``, ...) is internal:
-it may be split, renamed or moved in any release, and a plugin importing it breaks without warning.
-``tests/test_layers.py`` holds the first-party plugins and the plugin template to that rule.
+Plugins are written against this module (with ``zephon_core``, ``zephon_core.hookspecs`` and, for
+their tests, ``zephon_core.conformance`` and ``zephon_core.testing``), not against the kernel's
+layout: every other kernel module is internal and may move in any release
+(``tests/test_layers.py`` holds the first-party plugins to that). The names in ``__all__`` follow
+:data:`~zephon_core.hookspecs.PLUGIN_CONTRACT`; docs/reference/plugin-api.md says what each is for.
 
 The names are resolved lazily (module ``__getattr__``) so that ``import zephon_core.plugin_api``
-imports no numerical library: a plugin's ``plugin.py`` can import it while ``zephon plugins`` lists
-what is installed, and only the names actually used load the modules behind them.
-"""
+imports no numerical library: ``zephon plugins`` can list a plugin without loading what it uses."""
 
 from __future__ import annotations
 
@@ -90,64 +70,10 @@ _EXPORTS: dict[str, str] = {
     "uniforms": "zephon_core.hashing",
     "windowed": "zephon_core.runtime.metrics",
 }
-"""Where each name lives today: the one place to update when a kernel module moves."""
+"""Where each name lives today: the one place to update when a kernel module moves (and the
+``TYPE_CHECKING`` imports at the end, which type checkers read instead)."""
 
-__all__ = [
-    "AdoptsRecordedConfig",
-    "CHUNK_BITS",
-    "ChunkSize",
-    "ChunkSizing",
-    "ConfigError",
-    "DEFAULT_WINDOW_TOKENS",
-    "Diagnosis",
-    "Emitted",
-    "Exhausted",
-    "FunctionOperator",
-    "ItemFailure",
-    "Lineage",
-    "MapTransform",
-    "OFFSET_BITS",
-    "OperatorError",
-    "PLUGIN_CONTRACT",
-    "PassThrough",
-    "Payload",
-    "Progress",
-    "Reader",
-    "RecordFn",
-    "ReportsState",
-    "ShuffleBlockSize",
-    "SourceInfo",
-    "Ticker",
-    "WorkerCrashedError",
-    "WorkerFn",
-    "ZephonError",
-    "ZephonPluginManager",
-    "apply_each",
-    "callable_name",
-    "check_block_size",
-    "check_exhaustion",
-    "check_token_estimates",
-    "dataset_of",
-    "datasets_of",
-    "default_collate",
-    "default_plugin_manager",
-    "describe_block_size",
-    "describe_exhaustion",
-    "diagnose",
-    "diff_definitions",
-    "load_object",
-    "locate_draws",
-    "make_order",
-    "mean_tokens",
-    "mix64",
-    "not_normalised",
-    "split_sample_id",
-    "splitmix64",
-    "stable_hash64",
-    "stable_name",
-    "uniforms",
-    "windowed",
-]
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
@@ -167,41 +93,58 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-if TYPE_CHECKING:
-    from zephon_core.checkpoint.fingerprint import diff_definitions
-    from zephon_core.defaults.operators.function_operator import FunctionOperator, RecordFn
-    from zephon_core.defaults.operators.mapping import MapTransform, PassThrough
-    from zephon_core.defaults.sources.exhaustion import Exhausted, check_exhaustion, describe_exhaustion
-    from zephon_core.defaults.sources.mixture import not_normalised
-    from zephon_core.defaults.sources.shuffle import (
-        ShuffleBlockSize,
-        check_block_size,
-        describe_block_size,
-        locate_draws,
-        make_order,
-    )
-    from zephon_core.defaults.sources.static_mixture import check_token_estimates
-    from zephon_core.errors import ConfigError, OperatorError, WorkerCrashedError, ZephonError
-    from zephon_core.hashing import mix64, splitmix64, stable_hash64, uniforms
-    from zephon_core.hookspecs import PLUGIN_CONTRACT
-    from zephon_core.ops.contract import (
-        AdoptsRecordedConfig,
-        Emitted,
-        ItemFailure,
-        Lineage,
-        Payload,
-        ReportsState,
-        WorkerFn,
-        apply_each,
-        callable_name,
-        stable_name,
-    )
-    from zephon_core.plugins import ZephonPluginManager, default_plugin_manager, load_object
-    from zephon_core.progress import Progress, Ticker
-    from zephon_core.runtime.batch import default_collate
-    from zephon_core.runtime.diagnose import Diagnosis, diagnose
-    from zephon_core.runtime.metrics import windowed
-    from zephon_core.work.chunking import DEFAULT_WINDOW_TOKENS, ChunkSize, ChunkSizing, mean_tokens
-    from zephon_core.work.contract import SourceInfo
-    from zephon_core.work.ids import CHUNK_BITS, OFFSET_BITS, dataset_of, datasets_of, split_sample_id
-    from zephon_core.work.readers import Reader
+if TYPE_CHECKING:  # "X as X" marks each a re-export, since type checkers cannot read a computed __all__
+    from zephon_core.checkpoint.fingerprint import diff_definitions as diff_definitions
+    from zephon_core.defaults.operators.function_operator import FunctionOperator as FunctionOperator
+    from zephon_core.defaults.operators.function_operator import RecordFn as RecordFn
+    from zephon_core.defaults.operators.mapping import MapTransform as MapTransform
+    from zephon_core.defaults.operators.mapping import PassThrough as PassThrough
+    from zephon_core.defaults.sources.exhaustion import Exhausted as Exhausted
+    from zephon_core.defaults.sources.exhaustion import check_exhaustion as check_exhaustion
+    from zephon_core.defaults.sources.exhaustion import describe_exhaustion as describe_exhaustion
+    from zephon_core.defaults.sources.mixture import not_normalised as not_normalised
+    from zephon_core.defaults.sources.shuffle import ShuffleBlockSize as ShuffleBlockSize
+    from zephon_core.defaults.sources.shuffle import check_block_size as check_block_size
+    from zephon_core.defaults.sources.shuffle import describe_block_size as describe_block_size
+    from zephon_core.defaults.sources.shuffle import locate_draws as locate_draws
+    from zephon_core.defaults.sources.shuffle import make_order as make_order
+    from zephon_core.defaults.sources.static_mixture import check_token_estimates as check_token_estimates
+    from zephon_core.errors import ConfigError as ConfigError
+    from zephon_core.errors import OperatorError as OperatorError
+    from zephon_core.errors import WorkerCrashedError as WorkerCrashedError
+    from zephon_core.errors import ZephonError as ZephonError
+    from zephon_core.hashing import mix64 as mix64
+    from zephon_core.hashing import splitmix64 as splitmix64
+    from zephon_core.hashing import stable_hash64 as stable_hash64
+    from zephon_core.hashing import uniforms as uniforms
+    from zephon_core.hookspecs import PLUGIN_CONTRACT as PLUGIN_CONTRACT
+    from zephon_core.ops.contract import AdoptsRecordedConfig as AdoptsRecordedConfig
+    from zephon_core.ops.contract import Emitted as Emitted
+    from zephon_core.ops.contract import ItemFailure as ItemFailure
+    from zephon_core.ops.contract import Lineage as Lineage
+    from zephon_core.ops.contract import Payload as Payload
+    from zephon_core.ops.contract import ReportsState as ReportsState
+    from zephon_core.ops.contract import WorkerFn as WorkerFn
+    from zephon_core.ops.contract import apply_each as apply_each
+    from zephon_core.ops.contract import callable_name as callable_name
+    from zephon_core.ops.contract import stable_name as stable_name
+    from zephon_core.plugins import ZephonPluginManager as ZephonPluginManager
+    from zephon_core.plugins import default_plugin_manager as default_plugin_manager
+    from zephon_core.plugins import load_object as load_object
+    from zephon_core.progress import Progress as Progress
+    from zephon_core.progress import Ticker as Ticker
+    from zephon_core.runtime.batch import default_collate as default_collate
+    from zephon_core.runtime.diagnose import Diagnosis as Diagnosis
+    from zephon_core.runtime.diagnose import diagnose as diagnose
+    from zephon_core.runtime.metrics import windowed as windowed
+    from zephon_core.work.chunking import DEFAULT_WINDOW_TOKENS as DEFAULT_WINDOW_TOKENS
+    from zephon_core.work.chunking import ChunkSize as ChunkSize
+    from zephon_core.work.chunking import ChunkSizing as ChunkSizing
+    from zephon_core.work.chunking import mean_tokens as mean_tokens
+    from zephon_core.work.contract import SourceInfo as SourceInfo
+    from zephon_core.work.ids import CHUNK_BITS as CHUNK_BITS
+    from zephon_core.work.ids import OFFSET_BITS as OFFSET_BITS
+    from zephon_core.work.ids import dataset_of as dataset_of
+    from zephon_core.work.ids import datasets_of as datasets_of
+    from zephon_core.work.ids import split_sample_id as split_sample_id
+    from zephon_core.work.readers import Reader as Reader

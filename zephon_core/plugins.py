@@ -1,16 +1,13 @@
 """Plugin discovery and the registry of readers, operators, runners, demos, validators and observers.
 
 Plugins are found through the ``zephon`` entry-point group (each entry point names a module or
-object holding ``@hookimpl`` functions), loaded by pluggy's own
-``PluginManager.load_setuptools_entrypoints``. The kernel's default plugins
-(:mod:`zephon_core.defaults`) and its own runners and commands are registered through the same
-hooks. A misspelled ``zephon_*`` hook fails loudly instead of being ignored.
+object holding ``@hookimpl`` functions) and loaded by pluggy. The kernel's default plugins
+(:mod:`zephon_core.defaults`) and its own runners and commands come through the same hooks. A
+misspelled ``zephon_*`` hook fails loudly instead of being ignored.
 
-There is no process-wide manager. Code that needs plugins takes a ``plugins=`` argument (a
-:class:`ZephonPluginManager`); when none is given it calls :func:`default_plugin_manager`, which
-builds a fresh manager from the installed entry points. Only the entry-point *scan* is cached
-(:func:`entrypoint_plugins`), because it is the one expensive step.
-"""
+There is no process-wide manager: code that needs plugins takes ``plugins=`` (a
+:class:`ZephonPluginManager`), else builds a fresh one with :func:`default_plugin_manager`. Only
+the entry-point *scan* is cached (:func:`entrypoint_plugins`), because it is the one expensive step."""
 
 from __future__ import annotations
 
@@ -32,35 +29,29 @@ if TYPE_CHECKING:
     from zephon_core.work.readers import Reader
 
 KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
-    ("operator", "tokenize"): "zephon-tokenize",
-    ("operator", "tokenize_chat"): "zephon-tokenize",
-    ("operator", "pack_sequences"): "zephon-pack",
-    ("operator", "ensure_mixture"): "zephon-tokenize",
-    ("runner", "ray"): "zephon-ray",
-    ("reader", "jsonl"): "zephon-jsonl",
-    ("reader", "parquet"): "zephon-parquet",
-    ("reader", "vortex"): "zephon-vortex",
-    ("reader", "litdata"): "zephon-litdata",
-    ("reader", "mds"): "zephon-mds",
-    ("reader", "hf"): "zephon-hf",
-    ("reader", "lance"): "zephon-lance",
-    ("reader", "webdataset"): "zephon-webdataset",
-    **{("operator", op): "zephon-vision" for op in ("decode_image", "resize", "center_crop", "random_resized_crop", "horizontal_flip", "normalize", "patchify")},
-    ("demo", "text"): "zephon-demo",
-    ("demo", "kernel"): "zephon-demo",
-    ("demo", "vlm"): "zephon-vlm-demo",
-    **{("observer", name): "zephon-observe" for name in ("manifest", "validate", "autotune")},
-    ("command", "profile"): "zephon-observe",
-    ("command", "manifest"): "zephon-observe",
-    **{("command", c): "zephon-recipes" for c in ("check", "run", "diff", "recipe-schema")},
-    **{("command", name): "zephon-storage" for name in ("show", "inspect", "index")},
-    ("command", "stubs"): "zephon-stubs",
+    (kind, name): package.format(name)
+    for kind, package, names in (
+        ("operator", "zephon-tokenize", "tokenize tokenize_chat ensure_mixture"),
+        ("operator", "zephon-pack", "pack_sequences"),
+        ("operator", "zephon-vision", "decode_image resize center_crop random_resized_crop"),
+        ("operator", "zephon-vision", "horizontal_flip normalize patchify"),
+        ("runner", "zephon-ray", "ray"),
+        ("reader", "zephon-{}", "jsonl parquet vortex litdata mds hf lance webdataset"),
+        ("demo", "zephon-demo", "text kernel"),
+        ("demo", "zephon-vlm-demo", "vlm"),
+        ("observer", "zephon-observe", "manifest validate autotune"),
+        ("command", "zephon-observe", "profile manifest"),
+        ("command", "zephon-recipes", "check run diff recipe-schema"),
+        ("command", "zephon-storage", "show inspect index"),
+        ("command", "zephon-stubs", "stubs"),
+    )
+    for name in names.split()
 }
 """First-party names, so a missing plugin's error can say which package to install (``"command"``:
 ``zephon`` subcommands, which are not registry entries but are named the same way)."""
 
-CONTRIB: frozenset[str] = frozenset(
-    {"zephon-demo", "zephon-observe", "zephon-ray", "zephon-recipes", "zephon-stubs", "zephon-torch", "zephon-vlm-demo"}
+CONTRIB = frozenset(
+    "zephon-demo zephon-observe zephon-ray zephon-recipes zephon-stubs zephon-torch zephon-vlm-demo".split()
 )
 """First-party distributions kept under ``contrib/`` of the repository (the others are under ``plugins/``)."""
 
@@ -75,15 +66,8 @@ def install_hint(package: str) -> str:
 
 
 def check_contract(plugin: object, package: str, version: str) -> None:
-    """Refuse a plugin built for a plugin contract this kernel does not implement.
-
-    The plugin declares ``ZEPHON_CONTRACT = (major, minor)`` (see
-    :data:`~zephon_core.hookspecs.PLUGIN_CONTRACT`); one that declares nothing is accepted.
-
-    Raises:
-        PluginError: the declaration is malformed, its major differs from the kernel's, or its
-            minor is newer; the message names the distribution and both contracts.
-    """
+    """Refuse a plugin whose ``ZEPHON_CONTRACT`` is malformed or one this kernel does not implement
+    (see :data:`~zephon_core.hookspecs.PLUGIN_CONTRACT`), naming the distribution and both contracts."""
     declared = plugin.ZEPHON_CONTRACT if isinstance(plugin, hookspecs.DeclaresContract) else None
     if declared is None:
         return
@@ -91,11 +75,8 @@ def check_contract(plugin: object, package: str, version: str) -> None:
 
     kernel = hookspecs.PLUGIN_CONTRACT
     who = f"{package} {version}" if version != "unknown" else package
-    if not (
-        isinstance(declared, tuple)
-        and len(declared) == 2
-        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in declared)
-    ):
+    shaped = isinstance(declared, tuple) and len(declared) == 2
+    if not shaped or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in declared):
         raise PluginError(f"plugin {who}: ZEPHON_CONTRACT must be a (major, minor) tuple of ints, not {declared!r}")
     if declared[0] != kernel[0] or declared[1] > kernel[1]:
         major, minor = declared
@@ -125,7 +106,7 @@ def load_object(ref: Any) -> Any:
 
 @dataclass
 class Registration:
-    """One provided reader, operator, runner, demo or field validator."""
+    """One provided reader, operator, runner, demo, field validator or observer."""
 
     kind: Kind
     name: str
@@ -168,23 +149,19 @@ class Registry:
             hint = KNOWN_PROVIDERS.get((kind, name))
             installed = ", ".join(self.names(kind)) or "none"
             msg = f"no {kind} named {name!r} is installed (installed: {installed})"
-            if hint:
-                msg += f"; {install_hint(hint)}"
-            raise PluginError(msg)
+            raise PluginError(f"{msg}; {install_hint(hint)}" if hint else msg)
         return reg
 
-    # -- readers -----------------------------------------------------------------------------
     def detect_format(self, path: str, storage_options: dict[str, Any] | None = None) -> str:
         """The one installed format whose detector accepts ``path``; else a clear error.
-
-        ``storage_options`` go to fsspec (e.g. an S3 endpoint), as the reader would use them.
-        """
+        ``storage_options`` go to fsspec (e.g. an S3 endpoint), as the reader would use them."""
         import fsspec
 
         try:
             fs, root = fsspec.core.url_to_fs(path, **(storage_options or {}))
         except Exception as exc:
             raise ReaderError(f"cannot open {path!r}: {exc}") from exc
+        files: list[str] | None = None
         try:
             if fs.isdir(root):
                 files = sorted(
@@ -192,23 +169,16 @@ class Registry:
                 )
             elif fs.exists(root):
                 files = [root.rsplit("/", 1)[-1]]
-            else:
-                raise ReaderError(f"dataset path {path!r} does not exist")
-        except ReaderError:
-            raise
         except Exception as exc:
             raise ReaderError(f"cannot list {path!r}: {exc}") from exc
-        matches = []
-        for name in self.names("reader"):
-            detect = self.items[("reader", name)].extra.get("detect")
-            if detect is None:
-                continue
-            if load_object(detect)(fs, root, files):
-                matches.append(name)
-        installed = [n for n in self.names("reader") if self.items[("reader", n)].extra.get("detect")]
+        if files is None:
+            raise ReaderError(f"dataset path {path!r} does not exist")
+        detectors = {n: self.items[("reader", n)].extra.get("detect") for n in self.names("reader")}
+        matches = [n for n, detect in detectors.items() if detect is not None and load_object(detect)(fs, root, files)]
         if not matches:
+            installed = ", ".join(n for n, detect in detectors.items() if detect) or "none"
             raise ReaderError(
-                f"no installed format recognises {path!r} (installed formats: {', '.join(installed) or 'none'}; "
+                f"no installed format recognises {path!r} (installed formats: {installed}; "
                 "install a zephon-<format> package or pass format=)"
             )
         if len(matches) > 1:
@@ -239,47 +209,34 @@ _scan: tuple[EntryPointPlugin, ...] | None = None
 
 
 def entrypoint_plugins(*, rescan: bool = False) -> tuple[EntryPointPlugin, ...]:
-    """Every installed ``zephon`` entry point, loaded by pluggy once per process.
-
-    Why this, and only this, is cached: walking the metadata of every installed distribution costs
-    about 10 ms each time (and, the first time, importing each plugin module), which every
-    ``Pipeline`` built without ``plugins=`` would otherwise pay. What is cached cannot leak state
-    between managers: plugin modules and the name and version of the package providing each.
-    ``rescan=True`` walks again (after installing a package into a running process, or in a test
-    that puts a distribution on ``sys.path``). A failed scan is not cached: the next call raises
-    again.
-
-    Raises:
-        PluginError: an entry point failed to import or register; the message names its package.
-    """
+    """Every installed ``zephon`` entry point, loaded by pluggy once per process. Only this is cached:
+    walking every distribution's metadata costs about 10 ms (plus, the first time, importing each plugin
+    module) that every ``Pipeline`` built without ``plugins=`` would pay, and what is kept (plugin
+    modules, their package and version) cannot leak state between managers. ``rescan=True`` walks again
+    (after installing a package into a running process). A failed scan (:class:`PluginError` naming the
+    package) is not cached: the next call raises again."""
     global _scan
     with _scan_lock:
         if _scan is None or rescan:
             _scan = None
-            _scan = _load_entrypoints()
+            pm = pluggy.PluginManager(hookspecs.PROJECT)
+            pm.add_hookspecs(hookspecs)  # a hookimpl with wrong arguments then fails here, attributed to its package
+            try:
+                pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+            except Exception as exc:
+                raise _load_error(pm, exc) from exc
+            _scan = tuple(
+                EntryPointPlugin(pm.get_name(plugin) or "", plugin, dist.project_name, dist.version)
+                for plugin, dist in pm.list_plugin_distinfo()
+            )
         return _scan
 
 
-def _load_entrypoints() -> tuple[EntryPointPlugin, ...]:
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)  # a hookimpl with wrong arguments then fails here, attributed to its package
-    try:
-        pm.load_setuptools_entrypoints(hookspecs.PROJECT)
-    except Exception as exc:
-        raise _load_error(pm, exc) from exc
-    return tuple(
-        EntryPointPlugin(pm.get_name(plugin) or "", plugin, dist.project_name, dist.version)
-        for plugin, dist in pm.list_plugin_distinfo()
-    )
-
-
 def _load_error(pm: pluggy.PluginManager, exc: Exception) -> PluginError:
-    """Name the entry point and package that made ``load_setuptools_entrypoints`` raise.
-
-    pluggy raises the plugin's own exception with no hint of where it came from. It walks
-    ``importlib.metadata.distributions()`` in order and registers each entry point before loading
-    the next, so the culprit is the first one, in that same order, that is not registered.
-    """
+    """Name the entry point and package that made ``load_setuptools_entrypoints`` raise. pluggy raises
+    the plugin's own exception with no hint of where it came from. It walks
+    ``importlib.metadata.distributions()`` in order and registers each entry point before loading the
+    next, so the culprit is the first one, in that same order, that is not registered."""
     from importlib.metadata import distributions
 
     for dist in distributions():
@@ -294,23 +251,20 @@ def _load_error(pm: pluggy.PluginManager, exc: Exception) -> PluginError:
 
 
 class ZephonPluginManager:
-    """A pluggy manager plus the registry it fills. Build one per application, CLI call or test.
+    """A pluggy manager plus the registry it fills. Build one per application, CLI call or test. The
+    registry is filled once, here, so everything built with one manager sees the same plugins.
 
     Args:
-        load_entrypoints: register the installed ``zephon`` entry points (from the scan cached by
-            :func:`entrypoint_plugins`). False gives the kernel's own and default plugins only: hermetic tests.
+        load_entrypoints: register the installed entry points (:func:`entrypoint_plugins`); False
+            gives the kernel's own and default plugins only (hermetic tests).
         plugins: more plugin objects (modules, or instances with ``@hookimpl`` methods, e.g. a
             runner configured in code), registered after the entry points.
-        block: plugin names not to register: a default plugin's (:mod:`zephon_core.defaults`; the
-            essential ones are refused) or an entry point's.
-
-    The registry is filled once, here: a manager is a snapshot, so everything built with the same
-    manager sees the same readers, operators, runners and demos.
+        block: plugin names not to register: an entry point's, or a default plugin's
+            (:mod:`zephon_core.defaults`; the essential ones are refused).
 
     Raises:
         PluginError: a plugin failed to load, defines a ``zephon_*`` function that is not a hook,
-            or registers something invalid or twice.
-    """
+            or registers something invalid or twice."""
 
     def __init__(
         self, *, load_entrypoints: bool = True, plugins: Iterable[object] | None = None, block: Iterable[str] = ()
@@ -325,21 +279,20 @@ class ZephonPluginManager:
         for own in (_kernel, *defaults.plugins()):
             self._packages[id(own)] = ("zephon-core", __version__)
             self.register_plugin(own, name=own.__name__)
-        if load_entrypoints:
-            for ep in entrypoint_plugins():
-                self._packages[id(ep.plugin)] = (ep.package, ep.version)
-                self.register_plugin(ep.plugin, name=ep.name)
+        for ep in entrypoint_plugins() if load_entrypoints else ():
+            self._packages[id(ep.plugin)] = (ep.package, ep.version)
+            self.register_plugin(ep.plugin, name=ep.name)
         for p in plugins or []:
             self.register_plugin(p)
         self._check_names()
         self.registry = Registry()
-        self._collect()
+        for kind in KINDS:  # in this order; each kind's hook is zephon_register_<kind>s
+            for impl in getattr(self.pm.hook, f"zephon_register_{kind}s").get_hookimpls():
+                impl.function(register=self._registrar(kind, *self._package_of(impl.plugin)))
 
     def register_plugin(self, plugin: object, name: str | None = None) -> None:
-        """Register a plugin object with pluggy (before the registry is collected, i.e. in ``__init__``).
-
-        A plugin built for another plugin contract (its ``ZEPHON_CONTRACT``) is refused here.
-        """
+        """Register a plugin object with pluggy (in ``__init__``, before the registry is collected),
+        refusing one built for another plugin contract (its ``ZEPHON_CONTRACT``)."""
         check_contract(plugin, *self._package_of(plugin))
         try:
             self.pm.register(plugin, name=name)
@@ -368,19 +321,10 @@ class ZephonPluginManager:
         except pluggy.PluginValidationError as exc:
             raise PluginError(str(exc)) from exc
 
-    def _collect(self) -> None:
-        for kind in KINDS:  # in this order; each kind's hook is zephon_register_<kind>s
-            for impl in getattr(self.pm.hook, f"zephon_register_{kind}s").get_hookimpls():
-                package, version = self._package_of(impl.plugin)
-                impl.function(register=self._registrar(kind, package, version))
-
     def _registrar(self, kind: Kind, package: str, version: str) -> Callable[..., None]:
-        """The ``register`` callback handed to one plugin's hook.
-
-        Plugins see it as :class:`~zephon_core.hookspecs.Register` (or ``ReaderRegister``,
-        ``DemoRegister``); it is checked again here because a plugin need not be type-checked, and
-        a mistake should be an error naming the package, not a ``TypeError`` from inside pluggy.
-        """
+        """The ``register`` callback handed to one plugin's hook, checked here although typed by the
+        hookspecs protocols: a plugin need not be type-checked, and a mistake should be an error
+        naming the package, not a ``TypeError`` from inside pluggy."""
         allowed = {"reader": {"detect", "index"}, "observer": {"check"}}.get(kind, set())
 
         def register(*args: Any, **kwargs: Any) -> None:
@@ -405,15 +349,11 @@ class ZephonPluginManager:
         return register
 
     def add_commands(self, subparsers: Subparsers) -> dict[str, tuple[str, str]]:
-        """Let every plugin add its ``zephon`` subcommands (``zephon_register_commands``), kernel first.
-
-        Returns each command's ``(package, version)``, so the CLI can say where a command comes
-        from. The hooks run in registration order (the kernel's own and default plugins, then the entry points,
-        then plugins given in code), so ``zephon --help`` lists the kernel's commands first.
+        """Let every plugin add its ``zephon`` subcommands, in registration order (kernel first, so
+        ``zephon --help`` lists its commands first); return each command's ``(package, version)``.
 
         Raises:
-            PluginError: two packages add a command of the same name (naming both), or a hook failed.
-        """
+            PluginError: two packages add a command of the same name (naming both), or a hook failed."""
         import argparse  # here, not at the top: building a pipeline never needs it
 
         owners: dict[str, tuple[str, str]] = {}
@@ -425,7 +365,9 @@ class ZephonPluginManager:
             except argparse.ArgumentError as exc:  # argparse refuses a name already taken (3.11+)
                 name = exc.message.rsplit(" ", 1)[-1]
                 other = owners.get(name, ("another plugin", ""))[0]
-                raise PluginError(f"{package}: zephon command {name} is added twice: by {other} and by {package}") from exc
+                raise PluginError(
+                    f"{package}: zephon command {name} is added twice: by {other} and by {package}"
+                ) from exc
             replaced = [n for n, p in before.items() if subparsers.choices.get(n) is not p]
             if replaced:  # older argparse replaces silently
                 name = replaced[0]
@@ -440,29 +382,21 @@ class ZephonPluginManager:
         """Every registration as rows: name, kind, package, version, description."""
         return [
             {"name": r.name, "kind": r.kind, "package": r.package, "version": r.version, "description": r.description}
-            for (_, _), r in sorted(self.registry.items.items())
+            for _, r in sorted(self.registry.items.items())
         ]
 
 
 def default_plugin_manager() -> ZephonPluginManager:
-    """A fresh manager with every installed plugin: what ``plugins=None`` means everywhere.
-
-    Fresh on every call rather than one shared instance, so nothing registered on one manager (a
-    runner configured in code, a test's fake plugin) can leak into another pipeline, thread or
-    test, and there is no process-wide state to reset. It stays cheap (about a millisecond)
-    because the expensive step, the entry-point scan, is cached by :func:`entrypoint_plugins`, and
-    factories are lazy strings. Build one manager and pass it (``Pipeline(..., plugins=pm)``,
-    ``Dataset.from_path(..., plugins=pm)``) when several objects must agree on exactly one set.
-    """
+    """A fresh manager with every installed plugin: what ``plugins=None`` means everywhere. Fresh on
+    every call, so nothing registered on one (a runner configured in code, a test's fake plugin)
+    leaks into another pipeline, thread or test; cheap (about a millisecond) since the entry-point
+    scan is cached. Pass one manager (``plugins=pm``) to objects that must agree on one set."""
     return ZephonPluginManager()
 
 
 def get_plugin_manager(*, refresh: bool = False) -> ZephonPluginManager:
-    """Deprecated alias of :func:`default_plugin_manager`, kept for existing callers.
-
-    It used to return one process-wide manager; it now returns a fresh one on each call.
-    ``refresh`` rescans the installed entry points first.
-    """
+    """Deprecated alias of :func:`default_plugin_manager`, kept for existing callers; ``refresh``
+    rescans the installed entry points first."""
     if refresh:
         entrypoint_plugins(rescan=True)
     return default_plugin_manager()

@@ -1,75 +1,45 @@
 """Starting a pipeline: its stages planned (fused where allowed), the engine started, its observers attached.
 
 Nothing starts until the first iteration: :meth:`Starting._start` checks the definition, binds the
-active source to this rank's lanes, plans each stage on its runner, starts the
-:class:`~zephon_core.runtime.engine.Engine` and then the metrics reporter and the manifest observer.
-``options(validate=...)`` and ``options(autotune=True)`` are observers too (zephon-observe's: the
-probe of the pipeline's own steps before the engine starts, the tuner beside the running engine).
-:class:`Starting` is a part of :class:`~zephon_core.pipeline.Pipeline`.
+active source to this rank's lanes, plans each stage on its runner, and starts the
+:class:`~zephon_core.runtime.engine.Engine` with its observers. ``options(validate=...)`` and
+``options(autotune=True)`` are observers too, zephon-observe's: the probe of the pipeline's own
+steps before the engine starts, and the tuner beside the running engine. A part of ``Pipeline``.
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from zephon_core.checkpoint.replay import LaneStart
 from zephon_core.errors import ConfigError, PluginError, ZephonError
-from zephon_core.hookspecs import Observer, StepProbe, TunerFactory
-from zephon_core.ops.contract import Lineage, Operator
+from zephon_core.hookspecs import ReporterFactory, StepProbe, TunerFactory
+from zephon_core.ops.contract import Operator
 from zephon_core.runtime.batch import BatchSpec
 from zephon_core.runtime.engine import Engine, StagePlan
-from zephon_core.runtime.fetch import FETCH_TIMEOUT_S, FetchStage
+from zephon_core.runtime.fetch import FETCH_TIMEOUT_S
 from zephon_core.runtime.fusion import fuse
 from zephon_core.runtime.lifecycle import weakly
 from zephon_core.runtime.metrics import timed
 from zephon_core.runtime.observers import RecordedIterator, observer_for, start_observer
-from zephon_core.runtime.reporter import MetricsReporter, start_reporter
 from zephon_core.runtime.runners import Executor, Runner, runner_crosses_processes
-from zephon_core.runtime.types import SampleBatch
 from zephon_core.work.contract import WorkSource, source_info
 from zephon_core.work.lanes import LaneLayout
 
 if TYPE_CHECKING:
-    from zephon_core.options import Options
-    from zephon_core.pipeline import Step
-    from zephon_core.plugins import ZephonPluginManager
+    from zephon_core.pipeline import Shared
+else:
+    Shared = object
 
 
 def _dropped(plan: StagePlan) -> Executor | None:
     raise ZephonError("the pipeline was dropped while it started")
 
 
-class Starting:
+class Starting(Shared):
     """The engine start and its observers (see the module docstring)."""
-
-    if TYPE_CHECKING:  # set by Pipeline.__init__
-        _fetch: FetchStage
-        _ops: list[Operator]
-        _batch: BatchSpec | None
-        _opts: Options
-        _registered: dict[int, str]
-        _validation: dict[str, Any]
-        _engine: Engine | None
-        _starts: dict[int, LaneStart]
-        _window_chunks: int
-        _reporter: MetricsReporter | None
-        _manifest: Observer | None
-        _delivered: Iterator[SampleBatch] | None
-
-        @property
-        def plugins(self) -> ZephonPluginManager: ...
-
-        @property
-        def operators(self) -> list[Step]: ...
-
-        def _active_source(self) -> WorkSource: ...
-
-        def _feed_source(self, source: WorkSource, layout: LaneLayout) -> WorkSource: ...
-
-        def describe_samples(self, lineage: list[Lineage]) -> str: ...
 
     def _validate(self) -> BatchSpec:
         self._opts.check()
@@ -79,17 +49,6 @@ class Starting:
             self.plugins.registry.get("runner", step.runner or self._opts.runner)
         return self._batch
 
-    def _validate_steps(self, source: WorkSource) -> None:
-        """``options(validate=...)``: the ``validate`` observer probes the steps on the first records."""
-        probe: StepProbe = observer_for("validate", self.plugins).load()
-        self._validation = probe(
-            self._opts.validate, fetch=self._fetch, steps=self._ops, source=source, kind_of=self._kind_of
-        )
-
-    def _kind_of(self, op: Operator) -> str | None:
-        return self._registered.get(id(op))
-
-    # -- running --------------------------------------------------------------------------------
     def _executor(self, plan: StagePlan) -> Executor | None:
         if not plan.spec.traits.has_worker:
             return None
@@ -98,6 +57,9 @@ class Starting:
             raise PluginError(f"operator {plan.spec.name!r} declares a worker but worker() returned None")
         runner: Runner = self.plugins.registry.get("runner", plan.runner).load()()
         return runner.start(timed(fn), plan.parallelism, plan.spec.name)
+
+    def _kind_of(self, op: Operator) -> str | None:
+        return self._registered.get(id(op))
 
     def _crosses_processes(self, runner: str) -> bool:
         """Whether this pipeline's runner ``runner`` runs its workers in other processes (fusion, collation, diagnose)."""
@@ -113,8 +75,11 @@ class Starting:
         # Rows that go straight to a collation that only reads them need no copy of their own.
         share = not self._ops and batch.reads_rows_only
         self._fetch.bind([d.name for d in source.datasets], [d.reader for d in source.datasets], share_rows=share)
-        if self._opts.validate != "off":
-            self._validate_steps(source)
+        if self._opts.validate != "off":  # the ``validate`` observer probes the steps on the first records
+            probe: StepProbe = observer_for("validate", self.plugins).load()
+            self._validation = probe(
+                self._opts.validate, fetch=self._fetch, steps=self._ops, source=source, kind_of=self._kind_of
+            )
         runner, default_timeout = self._opts.runner, self._opts.timeout_s
         fetch_timeout = self._fetch.timeout_s or default_timeout or FETCH_TIMEOUT_S
         plans = [StagePlan(self._fetch, self._fetch.runner or runner, self._fetch.parallelism, fetch_timeout)]
@@ -128,6 +93,7 @@ class Starting:
         view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
         starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
         tuner: TunerFactory | None = observer_for("autotune", self.plugins).load() if self._opts.autotune else None
+        budget = self._opts.cpu_budget or len(plans) + 1 + (os.cpu_count() or 1)
         self._engine = Engine(
             self._feed_source(source, layout),
             self._fetch,
@@ -142,9 +108,7 @@ class Starting:
             view,
             queue_depth=self._opts.queue_depth,
             max_inflight_bytes=self._opts.max_inflight_bytes,
-            tuner=functools.partial(tuner, budget=self._opts.cpu_budget or len(plans) + 1 + (os.cpu_count() or 1))
-            if tuner is not None
-            else None,
+            tuner=None if tuner is None else functools.partial(tuner, budget=budget),
         )
         if self._opts.trace:
             self._engine.record_trace()
@@ -152,10 +116,11 @@ class Starting:
         return self._engine
 
     def _start_observers(self, engine: Engine, source: WorkSource, layout: LaneLayout) -> None:
-        """The metrics reporter (when a callback or a ``zephon_metrics`` hook listens) and the manifest writer.
+        """The manifest writer and the metrics reporter (when a callback or a ``zephon_metrics`` hook listens).
 
-        The manifest writer is the observer a plugin registers for the ``manifest`` option (zephon-observe,
-        through ``zephon_register_observers``), looked up in this pipeline's own plugin manager.
+        Both are observers registered through ``zephon_register_observers`` (the manifest writer by
+        zephon-observe, the reporter by the default plugin :mod:`zephon_core.defaults.observers`),
+        looked up in this pipeline's own plugin manager.
         """
         opts = self._opts
         self._delivered = engine
@@ -173,12 +138,16 @@ class Starting:
                 engine.close()
                 raise
             self._delivered = RecordedIterator(engine, self._manifest)
+        hook = self.plugins.pm.hook.zephon_metrics
+        if opts.metrics_callback is None and not hook.get_hookimpls():
+            return  # nobody listens: no reporter thread, and its module is never imported
+        start_reporter: ReporterFactory = observer_for("metrics", self.plugins).load()
         self._reporter = start_reporter(
             engine.metrics,
             engine.ctx.stop,
             lambda: engine.finished,
             callback=opts.metrics_callback,
-            hook=getattr(self.plugins.pm.hook, "zephon_metrics", None),
+            hook=hook,
             every_s=opts.metrics_every_s,
             labels={"rank": opts.dp_rank, "world_size": opts.dp_world_size},
         )

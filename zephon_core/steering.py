@@ -2,8 +2,7 @@
 
 Both take effect at a function of the global step only (never of timing, runner or world size), and
 both are recorded in the checkpoint, so a resumed run steers exactly like the uninterrupted one.
-:class:`Steering` is a part of :class:`~zephon_core.pipeline.Pipeline`, which is where its methods
-are documented for users.
+A part of ``Pipeline``.
 """
 
 from __future__ import annotations
@@ -14,37 +13,26 @@ from typing import TYPE_CHECKING
 from zephon_core.checkpoint.replay import LaneStart
 from zephon_core.defaults.sources.steering import effect_chunks
 from zephon_core.errors import ConfigError
-from zephon_core.work.contract import Steerable, WorkSource
+from zephon_core.work.contract import Steerable
 
 if TYPE_CHECKING:
-    from zephon_core.options import Options
-    from zephon_core.runtime.engine import Engine
+    from zephon_core.pipeline import Shared
+else:
+    Shared = object
 
 
-class Steering:
+class Steering(Shared):
     """Trainer-steered mixtures and deterministic skips (see the module docstring)."""
-
-    if TYPE_CHECKING:  # set by Pipeline.__init__
-        _opts: Options
-        _engine: Engine | None
-        _starts: dict[int, LaneStart]
-        _window_chunks: int
-        _skips: list[dict[str, int]]
-        _pending_skip: int
-
-        def _active_source(self) -> WorkSource: ...
-
-        def _resume_window(self, lane: int) -> int: ...
 
     def update_mixture(self, weights: Mapping[str, float]) -> None:
         """Change the mixture from now on; call it at the same global step on every rank.
 
         Each lane applies the weights from the window ``update_lead_windows`` after the one it resumes
-        from (see :mod:`zephon_core.defaults.sources.steering`): a function of the global step only, so every
-        runner, parallelism and world size sees the same batches. The update is recorded in the
-        checkpoint. Needs a source with ``update_mixture`` (``ScheduledMixtureWorkSource``), a call
-        between rounds (every lane of this rank has delivered as many microbatches), and windows
-        (``flush_every_k_chunks > 0``).
+        from (:mod:`zephon_core.defaults.sources.steering`): a function of the global step only, so every
+        runner, parallelism and world size sees the same batches; the checkpoint records the update.
+        Needs a source with ``update_mixture`` (``ScheduledMixtureWorkSource``), windows
+        (``flush_every_k_chunks > 0``) and a call between rounds (each lane of this rank has delivered
+        as many microbatches).
         """
         source = self._active_source()
         if not isinstance(source, Steerable):
@@ -63,15 +51,13 @@ class Steering:
         """Discard the next ``n`` global steps' data, e.g. after restoring past a loss spike.
 
         Every rank calls it with the same ``n`` (at a global-step boundary): each lane drops its next
-        ``n`` microbatches, which depends on the lane's data only, so the run continues exactly like
-        an uninterrupted run from ``n`` steps later, whatever the world size. The skip is recorded in
-        the checkpoint (``skipped_steps``); one taken before the discarding happened carries it as
-        pending, and the resumed run discards those steps.
+        ``n`` microbatches, which depends on the lane's data only, so the run continues exactly like an
+        uninterrupted run from ``n`` steps later, whatever the world size. The checkpoint records the
+        skip (``skipped_steps``), as pending if taken before the discarding: the resumed run discards them.
         """
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ConfigError(f"skip_global_steps needs an int >= 0, got {n!r}")
-        step = self._round_step("skip_global_steps")
-        self._skips.append({"step": step, "steps": n})
+        self._skips.append({"step": self._round_step("skip_global_steps"), "steps": n})
         if self._engine is None:
             self._pending_skip += n
         else:
@@ -94,9 +80,8 @@ class Steering:
 
     def _discard(self, steps: int) -> None:
         """Consume ``steps`` whole rounds from the engine without handing them out."""
-        engine = self._engine
-        if engine is not None:
+        if self._engine is not None:
             for _ in range(steps * self._opts.layout().lanes_per_rank):
-                if next(engine, None) is None:
+                if next(self._engine, None) is None:
                     break
         self._pending_skip = 0

@@ -1,18 +1,11 @@
 """Checkpoint format: per-lane replay positions, never operator state, never pickle.
 
-A checkpoint says, for every lane, which window to replay from and how many of that window's
-records the training loop had already consumed. Operator state is rebuilt by replaying that
-window (every operator before ``batch`` starts each window fresh). The data is plain JSON, its
-size grows with the number of lanes and in-flight chunks, not with training progress.
-
-Ranks that share no process group (JAX, custom launchers) keep one JSON file each with
-:func:`save_rank_state`; :func:`load_merged_state` joins the latest complete step.
-
-The package holds one idea per module: :mod:`~zephon_core.checkpoint.schema` writes and validates
-the checkpoint dict, :mod:`~zephon_core.checkpoint.fingerprint` ties it to a pipeline definition,
-:mod:`~zephon_core.checkpoint.merge` joins ranks, :mod:`~zephon_core.checkpoint.rank_files` keeps
-per-rank files, and :mod:`~zephon_core.checkpoint.replay` resumes a lane from it.
-"""
+Per lane, a checkpoint says which window to replay from and how many of its records the training
+loop had consumed (operators before ``batch`` start each window fresh, so replaying rebuilds their
+state): plain JSON that grows with the lanes, not with training progress. Ranks without a process
+group (JAX, custom launchers) keep one file each (:func:`save_rank_state`, :func:`load_merged_state`).
+Modules: ``schema`` writes and validates the dict, ``fingerprint`` ties it to a pipeline definition,
+``merge`` joins ranks, ``rank_files`` keeps per-rank files, ``replay`` resumes a lane."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What a checkpoint belongs to: the fingerprint of a pipeline definition, and how two definitions differ.
 
 A checkpoint resumes only the pipeline whose definition (everything that determines the data) hashes
-to its fingerprint; when it does not, the differences are named so the user sees what changed.
-"""
+to its fingerprint; when it does not, the differences are named so the user sees what changed."""
 
 from __future__ import annotations
 
@@ -34,8 +33,5 @@ def diff_definitions(old: Any, new: Any, path: str = "") -> list[str]:
     if isinstance(old, list) and isinstance(new, list):
         if len(old) != len(new):
             return [f"{path}: {len(old)} entries in checkpoint, {len(new)} now"]
-        out = []
-        for i, (a, b) in enumerate(zip(old, new)):
-            out.extend(diff_definitions(a, b, f"{path}[{i}]"))
-        return out
+        return [d for i, (a, b) in enumerate(zip(old, new)) for d in diff_definitions(a, b, f"{path}[{i}]")]
     return [] if old == new else [f"{path}: {old!r} in checkpoint, {new!r} now"]

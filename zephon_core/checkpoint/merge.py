@@ -1,10 +1,8 @@
 """Joining the per-rank states of one global step into one checkpoint that any world size resumes from.
 
-Each rank writes only its own lanes; the merge is their union keyed by lane. Everything else a rank
-writes about the run as a whole (the frozen token estimates, the log of skipped steps, the work
-source's state) must be the same on every rank: a rank that disagrees ran a different run, and
-taking rank 0's value would silently resume the others' lanes with data they never had.
-"""
+Each rank writes only its own lanes; the merge is their union keyed by lane. What a rank writes
+about the run as a whole (:data:`SHARED_FIELDS`) must be the same on every rank: one that disagrees
+ran a different run, and taking rank 0's value would resume the others' lanes with other data."""
 
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ def merge_checkpoints(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     Raises:
         CheckpointError: the states belong to different pipelines, were taken at different global
             steps or in the middle of a round (naming the ranks and their steps), disagree on a
-            run-wide field (:data:`SHARED_FIELDS`, naming the field and the ranks), or on a lane.
-    """
+            run-wide field (:data:`SHARED_FIELDS`, naming the field and the ranks), or on a lane."""
     states = [validate(s) for s in states]
     if not states:
         raise CheckpointError("merge_checkpoints needs at least one state")
@@ -53,11 +50,8 @@ def merge_checkpoints(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             if lane in lanes and lanes[lane] != ls:
                 raise CheckpointError(f"lane {lane} appears in two rank states with different positions")
             lanes[lane] = ls
-    merged = dict(base)
-    merged["lanes"] = {k: lanes[k] for k in sorted(lanes, key=int)}
-    merged.pop("rank", None)
-    merged["world_size"] = None
-    return merged
+    lanes = {k: lanes[k] for k in sorted(lanes, key=int)}
+    return {k: v for k, v in base.items() if k != "rank"} | {"lanes": lanes, "world_size": None}
 
 
 def _check_agreement(states: list[Mapping[str, Any]], field: str, absent: Any) -> None:

@@ -1,8 +1,9 @@
 """Per-rank checkpoint files, for trainers without a process group (JAX, custom launchers).
 
-Each rank keeps its own JSON file with :func:`save_rank_state`; :func:`load_merged_state` joins the
-latest complete step with :func:`~zephon_core.checkpoint.merge.merge_checkpoints`.
-"""
+Each rank writes its own state, nobody gathers: ``<root>/step-<N>/rank-<r>-of-<w>.json``
+(:func:`save_rank_state`). A step is *complete* when all ``w`` rank files exist; each file appears
+atomically, so "all files exist" also means "all files are whole". :func:`load_merged_state` joins
+the latest complete step with :func:`~zephon_core.checkpoint.merge.merge_checkpoints`."""
 
 from __future__ import annotations
 
@@ -19,12 +20,6 @@ from zephon_core.checkpoint.merge import merge_checkpoints
 from zephon_core.checkpoint.schema import is_int
 from zephon_core.errors import CheckpointError
 
-# -- per-rank checkpoint files (no torch.distributed needed) ----------------------------------------
-#
-# Each rank writes its own state, nobody gathers: ``<root>/step-<N>/rank-<r>-of-<w>.json``. A step
-# is *complete* when all ``w`` rank files exist; each file appears atomically (see
-# ``save_rank_state``), so "all files exist" also means "all files are whole".
-
 RANK_FILE_FORMAT = "zephon-rank-state"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 _RANK_FILE = re.compile(r"^rank-(\d+)-of-(\d+)\.json$")
@@ -37,11 +32,6 @@ def _fs(url_or_dir: str | os.PathLike[str], storage_options: Mapping[str, Any] |
 
     fs, root = url_to_fs(os.fspath(url_or_dir), **dict(storage_options or {}))
     return fs, root.rstrip("/")
-
-
-def _protocols(fs: Any) -> set[str]:
-    proto = fs.protocol
-    return set(proto) if isinstance(proto, (tuple, list)) else {proto}
 
 
 def rank_state_path(root: str, step: int, rank: int, world_size: int) -> str:
@@ -58,34 +48,22 @@ def save_rank_state(
     step: int,
     storage_options: Mapping[str, Any] | None = None,
 ) -> str:
-    """Write this rank's ``pipeline.state_dict()`` as JSON, atomically; no collective, no torch.
+    """Write this rank's ``pipeline.state_dict()`` as JSON, atomically, and return the path written. No
+    collective, no torch: every rank calls it at the same global step. Atomicity, per filesystem:
 
-    For trainers without ``torch.distributed`` (JAX, custom launchers): every rank calls this at
-    the same global step; :func:`load_merged_state` later joins the ranks' files.
-
-    Atomicity, per filesystem:
-
-    * local folder: written to a hidden temporary file in the same folder, ``fsync``-ed, then
-      ``os.replace``-d into place (an atomic rename on POSIX): a reader sees the whole file or none;
-    * object stores (``s3://``, ``gs://``, ``az://``/``abfs://``, ``memory://``): one PUT of the whole
-      object, which these stores make visible atomically (they have no rename: ``mv`` is a copy);
-    * any other fsspec filesystem: written to a temporary name, then ``fs.mv`` to the final name;
-      atomic only where that backend's ``mv`` is a rename (e.g. HDFS, SFTP).
+    * local folder: a hidden temporary file in the same folder, ``fsync``-ed, then ``os.replace``-d;
+    * object stores (``s3://``, ``gs://``, ``az://``, ``memory://``): one PUT, visible atomically;
+      they have no rename (``mv`` is a copy);
+    * other fsspec filesystems: a temporary name, then ``fs.mv``: atomic where that is a rename (HDFS).
 
     Args:
-        url_or_dir: a local folder or fsspec URL; files go to ``<it>/step-<step>/rank-<rank>-of-<world_size>.json``.
-        state: this rank's state (plain JSON data: ``pipeline.state_dict()``); pickle is never used.
-        rank: this process's data-parallel rank.
-        world_size: the number of data-parallel ranks.
+        url_or_dir: a local folder or fsspec URL, the ``<root>`` of the module docstring's layout.
+        state: this rank's state: plain JSON data, never pickled.
         step: the training step the state was taken after (names the folder).
         storage_options: fsspec options (credentials, endpoint).
 
-    Returns:
-        The path written.
-
     Raises:
-        CheckpointError: bad rank/world size/step, or the state is not JSON-serialisable.
-    """
+        CheckpointError: bad rank/world size/step, or the state is not JSON-serialisable."""
     for name, value, low in (("rank", rank, 0), ("world_size", world_size, 1), ("step", step, 0)):
         if not is_int(value) or value < low:
             raise CheckpointError(f"save_rank_state: {name} must be an int >= {low}, got {value!r}")
@@ -100,7 +78,7 @@ def save_rank_state(
         raise CheckpointError(f"rank {rank}'s state is not plain JSON data (pickle is never used): {exc}") from None
     fs, root = _fs(url_or_dir, storage_options)
     path = rank_state_path(root, step, rank, world_size)
-    protocols = _protocols(fs)
+    protocols = set(fs.protocol) if isinstance(fs.protocol, (tuple, list)) else {fs.protocol}
     if "file" in protocols or "local" in protocols:
         _write_local_atomic(path, data)
     elif protocols & _OBJECT_STORES:
@@ -166,28 +144,20 @@ def _complete_world(per_world: Mapping[int, set[int]]) -> int | None:
 
 
 def load_merged_state(
-    url_or_dir: str | os.PathLike[str],
-    step: int | None = None,
-    *,
-    storage_options: Mapping[str, Any] | None = None,
+    url_or_dir: str | os.PathLike[str], step: int | None = None, *, storage_options: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Read every rank's file of one step and merge them into a checkpoint for any world size.
+    """Read every rank's file of one step and merge them (:func:`merge_checkpoints`) into a checkpoint
+    that ``pipeline.load_state_dict`` takes on any world size dividing the lanes.
 
     Args:
         url_or_dir: where :func:`save_rank_state` wrote.
-        step: the step to load; ``None`` loads the latest *complete* step (all ``w`` rank files of
-            one world size ``w`` present), ignoring later steps that some rank has not written yet.
+        step: the step to load; ``None``: the latest *complete* one, ignoring later steps that some
+            rank has not written yet.
         storage_options: fsspec options.
 
-    Returns:
-        The merged state (:func:`merge_checkpoints`), for ``pipeline.load_state_dict`` on any world
-        size that divides the lanes.
-
     Raises:
-        CheckpointError: no complete step, the requested step is incomplete, or the files disagree
-            on step or world size, or the ranks' states were taken at different global steps
-            (the message names the ranks and their steps).
-    """
+        CheckpointError: no complete step, an incomplete one requested, files disagreeing on step or
+            world size, or states taken at different global steps (naming the ranks and steps)."""
     fs, root = _fs(url_or_dir, storage_options)
     found = _scan(fs, root)
     if step is None:
@@ -204,7 +174,7 @@ def load_merged_state(
         have = {w: sorted(r) for w, r in found.get(step, {}).items()}
         latest = {
             f"rank {r} of {w}": max(s for s, ws in found.items() if r in ws.get(w, set()))
-            for w, ranks in found.get(step, {}).items()
+            for w in found.get(step, {})
             for r in range(w)
             if any(r in ws.get(w, set()) for ws in found.values())
         }

@@ -1,18 +1,16 @@
 """Replay: the one place that knows how a lane resumes from a checkpoint (next to the format it reads).
 
-A checkpoint stores no operator state. Every operator before ``batch`` starts each window (``K``
-chunks of a lane, closed by a flush sentinel) from a fresh state, so a lane is resumed by replaying
-the window its last delivered microbatch ended in and skipping the records of that window that the
-training loop already consumed. Per lane that is three numbers, a :class:`LaneStart`:
+Every operator before ``batch`` starts each window (``K`` chunks of a lane, closed by a flush
+sentinel) fresh, so a lane resumes by replaying the window its last delivered microbatch ended in
+and skipping what the training loop already consumed of it: three numbers, a :class:`LaneStart`:
 
 * ``window``: the window to replay from (its first chunk is ``window · K``),
 * ``skip``: how many of that window's records, as they reach ``batch``, were already delivered,
 * ``delivered``: how many microbatches the lane has delivered (the next one's ``lane_index``).
 
-The terminal stage keeps a :class:`ReplayCursor` per lane: it drops the ``skip`` records and stamps
-every microbatch with the :class:`ResumePoint` just after it. The multiplexer keeps the resume point
-of the last microbatch it handed out, and :func:`lane_state` turns that into checkpoint data.
-"""
+The terminal stage's :class:`ReplayCursor` drops the ``skip`` records and stamps every microbatch
+with the :class:`ResumePoint` after it; :func:`lane_state` turns the last one handed out into
+checkpoint data."""
 
 from __future__ import annotations
 
@@ -53,26 +51,21 @@ class LaneStart:
         """Read one lane's checkpoint entry; every field must be a non-negative int (bool is not).
 
         Raises:
-            CheckpointError: naming the lane and the field at fault.
-        """
+            CheckpointError: naming the lane and the field at fault."""
         if not isinstance(state, Mapping):
             raise CheckpointError(f"checkpoint lane {lane}: expected a dict, got {type(state).__name__}")
-        values = []
         for f in ("window", "skip", "delivered"):
             v = state.get(f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise CheckpointError(f"checkpoint lane {lane}: field {f!r} must be a non-negative int, got {v!r}")
-            values.append(v)
-        return cls(*values)
+        return cls(state["window"], state["skip"], state["delivered"])
 
 
 class ReplayCursor:
-    """One lane's position at the terminal stage: the skip filter and the resume point of each microbatch.
-
-    Records reach the terminal stage tagged with their window. The cursor counts, per window, how
-    many records went by, drops the first ``start.skip`` records of the start window, and reports
-    where the lane would resume after any prefix of what it admitted.
-    """
+    """One lane's position at the terminal stage: the skip filter and the resume point of each
+    microbatch. Records reach the terminal stage tagged with their window. The cursor counts, per
+    window, how many records went by, drops the first ``start.skip`` records of the start window, and
+    reports where the lane would resume after any prefix of what it admitted."""
 
     __slots__ = ("_start", "_to_skip", "offset", "window")
 
@@ -87,8 +80,7 @@ class ReplayCursor:
 
         Raises:
             CheckpointError: the checkpoint asked to skip more records than its window held, or data
-                of an earlier window arrived (the checkpoint does not belong to this data).
-        """
+                of an earlier window arrived (the checkpoint does not belong to this data)."""
         if window != self.window:
             if window < self.window:
                 raise CheckpointError(
@@ -120,19 +112,8 @@ class ReplayCursor:
 
 
 def lane_state(lane: int, resume: ResumePoint, delivered: int, layout: LaneLayout, flush_every: int) -> dict[str, Any]:
-    """One lane's checkpoint entry (plain JSON data, canonical: the same at the same step of the same run).
-
-    Args:
-        lane: the lane.
-        resume: the resume point of the last microbatch delivered (or the lane's start).
-        delivered: microbatches delivered so far.
-        layout: the lane layout (to name global chunk numbers).
-        flush_every: chunks per window (0: one window for the whole run).
-    """
-    first = resume.window * flush_every if flush_every else 0
-    return {
-        "window": resume.window,
-        "skip": resume.skip,
-        "delivered": delivered,
-        "replay_from_chunk": layout.chunk(lane, first),
-    }
+    """One lane's checkpoint entry (plain JSON data, canonical: the same at the same step of the same
+    run). ``resume`` is that of the last microbatch delivered (or the lane's start); ``flush_every``
+    is the chunks per window (0: one window for the whole run)."""
+    chunk = layout.chunk(lane, resume.window * flush_every)
+    return {"window": resume.window, "skip": resume.skip, "delivered": delivered, "replay_from_chunk": chunk}

@@ -1,8 +1,5 @@
-"""The checkpoint dict: the one place that writes its fields and the one place that validates them.
-
-``Pipeline.state_dict()`` gathers the values and calls :func:`checkpoint_dict`; every reader
-(``Pipeline.load_state_dict``, :func:`~zephon_core.checkpoint.merge.merge_checkpoints`) calls
-:func:`validate` first, so a field is spelled, typed and checked here only. Fields:
+"""The checkpoint dict: the one place that writes its fields (:func:`checkpoint_dict`) and validates
+them (:func:`validate`, which every reader calls first), so a field is spelled and checked here only:
 
 * ``schema``, ``version``: what this is (:data:`SCHEMA`, :data:`SCHEMA_VERSION`);
 * ``definition``, ``fingerprint``: the pipeline it belongs to (see :mod:`~zephon_core.checkpoint.fingerprint`);
@@ -15,10 +12,9 @@
 * ``multiplexer``: ``{"next_lane": lane}``, the lane the writing rank hands out next;
 * ``skipped_steps``: ``{"log": [{"step", "steps"}, ...], "pending": steps}`` (``skip_global_steps``).
 
-Fields that checkpoints of zephon-core 0.1 may lack (``calibration``, ``skipped_steps``, ``source``,
-``multiplexer``, ``rank``, ``world_size``, ``step``, ``mid_round``) are optional; present, they must
-have their shape. Nothing here depends on the pipeline a checkpoint will be loaded into.
-"""
+Fields that 0.1 checkpoints may lack (``calibration``, ``skipped_steps``, ``source``, ``multiplexer``,
+``rank``, ``world_size``, ``step``, ``mid_round``) are optional; present, they must have their shape.
+Nothing here depends on the pipeline a checkpoint will be loaded into."""
 
 from __future__ import annotations
 
@@ -53,23 +49,9 @@ def checkpoint_dict(
     skip_log: Sequence[Mapping[str, int]],
     pending_skip: int,
 ) -> dict[str, Any]:
-    """A rank's checkpoint from its values (plain JSON data; see the module docstring for the fields).
-
-    ``step`` and ``mid_round`` are derived from the lanes' ``delivered`` counts, ``fingerprint`` from
-    ``definition``, so they cannot disagree with what they summarise.
-
-    Args:
-        definition: the pipeline's definition (``Pipeline.definition()``).
-        num_lanes: lanes of the whole run.
-        rank: the data-parallel rank writing it.
-        world_size: the number of data-parallel ranks.
-        lanes: this rank's lanes, by lane id: replay position plus the lane's source part.
-        source: the work source's ``state_dict()``.
-        tokens_per_sample: the frozen token estimates (None: not calibrated).
-        next_lane: the lane the multiplexer hands out next.
-        skip_log: ``skip_global_steps`` calls, ``{"step", "steps"}`` each.
-        pending_skip: skipped steps not yet discarded.
-    """
+    """A rank's checkpoint from its values (each a field of the module docstring's list, or part of
+    one). ``step`` and ``mid_round`` are derived from the lanes' ``delivered`` counts,
+    ``fingerprint`` from ``definition``, so they cannot disagree with what they summarise."""
     delivered = [int(entry["delivered"]) for entry in lanes.values()]
     return {
         "schema": SCHEMA,
@@ -90,11 +72,7 @@ def checkpoint_dict(
 
 
 def validate(state: Any) -> dict[str, Any]:
-    """Check a checkpoint's structure, types and fingerprint; return it. Raises :class:`CheckpointError`.
-
-    Nothing here depends on the pipeline it will be loaded into (that is checked by
-    ``Pipeline.load_state_dict``), so a checkpoint can be validated on its own.
-    """
+    """Check a checkpoint's structure, types and fingerprint; return it. Raises :class:`CheckpointError`."""
     if not isinstance(state, Mapping):
         raise CheckpointError(f"a checkpoint must be a dict, got {type(state).__name__}")
     if state.get("schema") != SCHEMA:
@@ -121,7 +99,13 @@ def validate(state: Any) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint 'step' must be a non-negative int, got {step!r}")
     if not isinstance(state.get("mid_round", False), bool):
         raise CheckpointError(f"checkpoint 'mid_round' must be a bool, got {state.get('mid_round')!r}")
-    _check_rank(state.get("rank"), state.get("world_size"))
+    rank, world_size = state.get("rank"), state.get("world_size")
+    if rank is not None and (not is_int(rank) or rank < 0):
+        raise CheckpointError(f"checkpoint 'rank' must be a non-negative int, got {rank!r}")
+    if world_size is not None and (not is_int(world_size) or world_size < 1):
+        raise CheckpointError(f"checkpoint 'world_size' must be an int >= 1 (None once merged), got {world_size!r}")
+    if rank is not None and world_size is not None and rank >= world_size:
+        raise CheckpointError(f"checkpoint 'rank' {rank} is not below its 'world_size' {world_size}")
     if not isinstance(state.get("source") or {}, Mapping):
         raise CheckpointError(f"checkpoint 'source' must be a dict (the work source's state), got {state['source']!r}")
     _check_calibration(state.get("calibration"))
@@ -134,20 +118,16 @@ def skipped_steps(state: Mapping[str, Any]) -> tuple[list[dict[str, int]], int]:
     """The skip log and pending skip of a checkpoint (checkpoints before skips existed have neither).
 
     Raises:
-        CheckpointError: ``skipped_steps`` has another shape.
-    """
+        CheckpointError: ``skipped_steps`` has another shape."""
     raw = state.get("skipped_steps") or NO_SKIPS
     # JSON from the checkpoint: any shape until the checks below
     log: Any = raw.get("log") if isinstance(raw, Mapping) else None
     pending: Any = raw.get("pending") if isinstance(raw, Mapping) else None
-
-    def count(v: Any) -> bool:
-        return is_int(v) and v >= 0
-
     entries_ok = isinstance(log, list) and all(
-        isinstance(s, Mapping) and set(s) == {"step", "steps"} and all(count(v) for v in s.values()) for s in log
+        isinstance(s, Mapping) and set(s) == {"step", "steps"} and all(is_int(v) and v >= 0 for v in s.values())
+        for s in log
     )
-    if not entries_ok or not count(pending):
+    if not entries_ok or not (is_int(pending) and pending >= 0):
         raise CheckpointError(
             f"checkpoint 'skipped_steps' must be {{'log': [{{'step', 'steps'}}, ...], 'pending': int}}, got {raw!r}"
         )
@@ -166,28 +146,18 @@ def _check_lanes(lanes: Any, num_lanes: int) -> None:
                 raise CheckpointError(f"checkpoint lane {lane}: {f}={getattr(start, f)} is beyond any possible run")
         first = ls.get("replay_from_chunk", 0)
         if not is_int(first) or first < 0:
-            raise CheckpointError(f"checkpoint lane {lane}: 'replay_from_chunk' must be a non-negative int, got {first!r}")
+            raise CheckpointError(
+                f"checkpoint lane {lane}: 'replay_from_chunk' must be a non-negative int, got {first!r}"
+            )
         if not isinstance(ls.get("source") or {}, Mapping):
             raise CheckpointError(f"checkpoint lane {lane}: 'source' must be a dict (the lane's source state)")
 
 
-def _check_rank(rank: Any, world_size: Any) -> None:
-    if rank is not None and (not is_int(rank) or rank < 0):
-        raise CheckpointError(f"checkpoint 'rank' must be a non-negative int, got {rank!r}")
-    if world_size is not None and (not is_int(world_size) or world_size < 1):
-        raise CheckpointError(f"checkpoint 'world_size' must be an int >= 1 (None once merged), got {world_size!r}")
-    if rank is not None and world_size is not None and rank >= world_size:
-        raise CheckpointError(f"checkpoint 'rank' {rank} is not below its 'world_size' {world_size}")
-
-
 def _check_calibration(calibration: Any) -> None:
-    if calibration is None:
-        return
     est = calibration.get("tokens_per_sample") if isinstance(calibration, Mapping) else None
-    ok = isinstance(calibration, Mapping) and set(calibration) <= {"tokens_per_sample"}
+    ok = calibration is None or (isinstance(calibration, Mapping) and set(calibration) <= {"tokens_per_sample"})
     ok = ok and (est is None or (isinstance(est, Mapping) and all(isinstance(k, str) for k in est)))
-    ok = ok and (est is None or all(_is_positive(v) for v in est.values()))
-    if not ok:
+    if not ok or not (est is None or all(_is_positive(v) for v in est.values())):
         raise CheckpointError(
             "checkpoint 'calibration' must be {'tokens_per_sample': {dataset: tokens > 0} or None}, "
             f"got {calibration!r}"
@@ -195,11 +165,9 @@ def _check_calibration(calibration: Any) -> None:
 
 
 def _check_multiplexer(multiplexer: Any, num_lanes: int) -> None:
-    if multiplexer is None:
-        return
     nxt: Any = multiplexer.get("next_lane") if isinstance(multiplexer, Mapping) else None
     shaped = isinstance(multiplexer, Mapping) and set(multiplexer) == {"next_lane"}
-    if not shaped or not is_int(nxt) or not 0 <= nxt < num_lanes:
+    if multiplexer is not None and (not shaped or not is_int(nxt) or not 0 <= nxt < num_lanes):
         raise CheckpointError(
             f"checkpoint 'multiplexer' must be {{'next_lane': lane below num_lanes={num_lanes}}}, got {multiplexer!r}"
         )

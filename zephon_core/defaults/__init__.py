@@ -25,6 +25,8 @@ The default plugins (:data:`DEFAULT_PLUGINS`, in registration order):
   ``decode_text`` and ``shuffle``. Not essential: a pipeline runs without any operator, and with
   this plugin blocked ``Pipeline.map_transform`` and the others say that no such operator is
   installed.
+* :mod:`zephon_core.defaults.observers` — the ``metrics`` observer behind
+  ``options(metrics_callback=...)`` and the ``zephon_metrics`` hook. Not essential.
 
 The runners ``inline``, ``threads`` and ``processes`` and the ``zephon plugins`` / ``zephon demo``
 commands are not defaults but parts of the runtime and the CLI: :mod:`zephon_core._kernel`
@@ -45,6 +47,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "zephon_core.defaults.memory",
     "zephon_core.defaults.sources",
     "zephon_core.defaults.operators",
+    "zephon_core.defaults.observers",
 )
 """The default plugin modules, in the order the plugin manager registers them (after the kernel's own)."""
 

@@ -1,20 +1,15 @@
 """The operator contract: a serial per-lane accumulator plus a pure, parallel worker function.
 
-An operator splits its job in two so that parallelism cannot change its output:
-
-* the **accumulator** sees every record of one lane, in order, on one thread, and makes every
-  stateful decision (which records form a bin, when a batch is full, which buffered record leaves).
-  It hands back :class:`Work` items, or finished :class:`Records` when there is nothing expensive
-  left to do;
-* the **worker** function turns one work item into output payloads. It must be a pure function of
-  its input and the operator's configuration, and picklable, because it runs on threads, processes
-  or Ray actors and in any order. The kernel's reorder buffer restores the order afterwards.
+An operator splits its job in two so that parallelism cannot change its output: the
+**accumulator** sees every record of one lane, in order, on one thread, makes every stateful
+decision and hands back :class:`Work` items (or finished :class:`Records`); the **worker** turns a
+work item into payloads, a pure, picklable function of its input and the operator's configuration,
+since it runs on threads, processes or Ray actors in any order (a reorder buffer restores it).
 
 Identity and lineage are the kernel's job: a :class:`Work` item carries, per output *slot*, the
-record key (unique within a lane) and the source sample ids it came from. A slot whose worker
-output is ``None`` (fanout ``"one"``) or an empty list (fanout ``"many"``) is a dropped record, and
-its lineage is kept as a tombstone so a checkpoint and the conformance suite can account for it.
-"""
+record key (unique within a lane) and the source sample ids. A slot whose output is ``None``
+(fanout ``"one"``) or ``[]`` (fanout ``"many"``) is a dropped record, whose lineage is kept as a
+tombstone so checkpoints and the conformance suite can account for it."""
 
 from __future__ import annotations
 
@@ -23,6 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeVar, cast, runtime_checkable
+
+from zephon_core.errors import ConfigError
 
 if TYPE_CHECKING:
     from zephon_core.work.contract import SourceInfo
@@ -40,8 +37,7 @@ class Records:
         payloads: the records' data.
         keys: each record's identity, unique within its lane (64-bit).
         lineage: each record's source sample ids (see :func:`zephon_core.defaults.sources.static_mixture.sample_id`).
-        dropped: lineage of records dropped while producing this run (tombstones).
-    """
+        dropped: lineage of records dropped while producing this run (tombstones)."""
 
     payloads: list[Payload]
     keys: list[int]
@@ -66,8 +62,7 @@ class Work:
         lineage: source sample ids of each output slot.
         dropped: lineage of records the accumulator itself dropped.
         meta: bookkeeping carried past the worker untouched (the batch stage keeps each microbatch's
-            number and resume point here).
-    """
+            number and resume point here)."""
 
     task: Any
     keys: list[int]
@@ -98,46 +93,35 @@ class Accumulator(ABC):
 
 @runtime_checkable
 class ReportsState(Protocol):
-    """An accumulator capability: it shows what it holds as plain data (every :class:`Accumulator` has it).
-
-    When the kernel uses it: ``options(validate=...)`` checks, between pushes of two interleaved
-    lanes, that :meth:`state` is JSON data (state that is not cannot be reasoned about or recorded).
-    An accumulator a stage builds without subclassing :class:`Accumulator` (only ``push`` and
-    ``flush`` are required) is not asked.
-    """
+    """An accumulator capability: it shows what it holds as plain data (every :class:`Accumulator` has
+    it). When the kernel uses it: ``options(validate=...)`` checks, between pushes of two interleaved
+    lanes, that :meth:`state` is JSON data (other state cannot be reasoned about or recorded)."""
 
     def state(self) -> Any:
         """The accumulator's state as plain data (``None``: nothing to show)."""
-        ...
 
 
 @runtime_checkable
 class PassesThrough(Protocol):
-    """An accumulator capability: it holds nothing and hands each run of records on as one task.
-
-    An accumulator that says ``passes_through = True`` promises that ``push(records)`` returns
-    exactly ``[Work(task, records.keys, records.lineage, records.dropped)]`` with ``task`` being
+    """An accumulator capability: it holds nothing and hands each run of records on as one task. An
+    accumulator that says ``passes_through = True`` promises that ``push(records)`` returns exactly
+    ``[Work(task, records.keys, records.lineage, records.dropped)]`` with ``task`` being
     ``records.payloads`` (or ``(records.payloads, records.keys)`` when :attr:`with_keys`), only the
     tombstones (``[records]``) for a run with no payloads, and that ``flush()`` returns nothing.
 
-    When the kernel uses it: on a runner that crosses processes
-    (:class:`~zephon_core.runtime.runners.CrossesProcesses`), a step of fanout one whose accumulator
-    passes through is fused into the previous step's task (:mod:`zephon_core.runtime.fusion`): its
-    accumulator is then not called at all, and its worker gets what the promise above says. The
-    kernel's :class:`~zephon_core.defaults.operators.mapping.PassThrough` declares it; a third-party accumulator
-    that keeps the promise may declare it too, and a subclass that changes ``push`` must set
-    ``passes_through = False``.
-    """
+    When the kernel uses it: on a runner that crosses processes, a step of fanout one whose
+    accumulator passes through is fused into the previous step's task
+    (:mod:`zephon_core.runtime.fusion`) and its accumulator is not called at all. A subclass of
+    :class:`~zephon_core.defaults.operators.mapping.PassThrough` that changes ``push`` must set
+    ``passes_through = False``."""
 
     @property
     def passes_through(self) -> bool:
         """True when the promise above holds (False opts a subclass out)."""
-        ...
 
     @property
     def with_keys(self) -> bool:
         """Whether the task is ``(payloads, keys)`` rather than ``payloads``."""
-        ...
 
 
 def passes_through(acc: object) -> bool:
@@ -155,8 +139,7 @@ class Traits:
         stateful: holds records across pushes (so flushes and replay matter).
         resets_on_flush: returns to a fresh state at each flush sentinel (all but ``batch``).
         reads_pointers: turns the source's pointers into records (the fetch stage): on a runner that
-            crosses processes, a fused group may start with it.
-    """
+            crosses processes, a fused group may start with it."""
 
     fanout: Literal["one", "many"] = "one"
     has_worker: bool = True
@@ -169,12 +152,9 @@ WorkerFn = Callable[[Any], Sequence[Any]]
 
 
 class Operator(ABC):
-    """Base class of every operator, built-in or plugin.
-
-    Subclasses define :attr:`kind` (the registered name), :meth:`config` (JSON-able, identifies the
-    operator in fingerprints), :meth:`new_accumulator` and, when ``traits.has_worker``,
-    :meth:`worker`.
-    """
+    """Base class of every operator, built-in or plugin. Subclasses define :attr:`kind` (the registered
+    name), :meth:`config` (JSON-able, identifies the operator in fingerprints),
+    :meth:`new_accumulator` and, when ``traits.has_worker``, :meth:`worker`."""
 
     kind: ClassVar[str] = ""
     traits: Traits = Traits()  # a class default; an operator whose traits depend on its arguments sets its own
@@ -187,8 +167,6 @@ class Operator(ABC):
         name: str | None = None,
         timeout_s: float | None = None,
     ) -> None:
-        from zephon_core.errors import ConfigError
-
         if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
             raise ConfigError(f"operator {name or self.kind!r}: parallelism must be an int >= 1, got {parallelism!r}")
         self.parallelism = parallelism
@@ -214,11 +192,9 @@ class Operator(ABC):
 
     def estimate_tokens(self, datasets: Sequence[Dataset]) -> dict[str, float] | None:
         """Tokens per sample of each dataset, for sources that mix by tokens; None if not a tokenizer.
-
-        The pipeline asks its operators once, before the first chunk, when the source's weights
-        are meant in tokens; the answer is frozen into every checkpoint so a resumed run draws the
-        same samples. It must be a pure function of the datasets and the operator's configuration.
-        """
+        The pipeline asks its operators once, before the first chunk, when the source's weights are
+        meant in tokens; the answer is frozen into every checkpoint so a resumed run draws the same
+        samples. It must be a pure function of the datasets and the operator's configuration."""
         return None
 
     def training_view(self) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
@@ -236,58 +212,44 @@ class Operator(ABC):
 class AdoptsRecordedConfig(Protocol):
     """An operator capability: resume a checkpoint whose operator resolved a default differently.
 
-    An operator whose default changes between releases (a better rule, say) must still resume a
-    checkpoint of the earlier release with that release's batches. Its config then records the
-    new default's resolution under a key the earlier release did not write, and it declares this
-    capability: given the config a checkpoint recorded for it, it adopts the earlier resolution in
-    place *when the setting was left at its default* and the recorded config implies the earlier
-    behaviour, and returns what undoes that; otherwise (set explicitly, nothing to adopt) None.
+    An operator whose default changes between releases must still resume an earlier release's
+    checkpoint with that release's batches: its config records the new default's resolution under a
+    new key, and given a recorded config that implies the earlier behaviour it adopts it in place
+    *when the setting was left at its default*, returning the undo (else None).
 
-    When the kernel uses it: ``load_state_dict``, when the checkpoint's fingerprint differs from
-    the pipeline's, asks each such operator with the config recorded at its position, and keeps the
-    adoption only when the fingerprints then match (a pipeline that differs in anything else is
-    refused as before, with its differences named).
-    """
+    When the kernel uses it: ``load_state_dict``, when the fingerprints differ, asks each such
+    operator with the config recorded at its position, and keeps the adoption only if they then match."""
 
     def adopt_recorded_config(self, config: Mapping[str, Any]) -> Callable[[], None] | None:
         """Adopt what ``config`` (a checkpoint's record of this operator) resolved; return the undo."""
-        ...
 
 
 @runtime_checkable
 class LocatedFailure(Protocol):
-    """A worker failure that says which slot of its work item failed (``index``, or None).
-
-    When the kernel uses it: a stage that gets such a failure names only that slot's samples in the
-    error instead of the whole work item's. :class:`ItemFailure` is one, and so are the failures the
-    processes and Ray runners carry back from their workers.
-    """
+    """A worker failure that says which slot of its work item failed (``index``, or None). When the
+    kernel uses it: the stage names only that slot's samples in the error, not the whole work item's.
+    :class:`ItemFailure` is one, and so are the failures the processes and Ray runners carry back from
+    their workers."""
 
     index: int | None
 
 
 @runtime_checkable
 class FusedFailure(Protocol):
-    """A failure raised inside a fused task, marked with the fused step that raised it.
-
-    When the kernel uses it: a fused stage (:mod:`zephon_core.runtime.fusion`) names the step that
-    failed, not the fused group; a runner that carries failures back from another process copies
-    ``fused_step`` (see :func:`fused_step_of`) so the step is still named there. Set it with
-    :func:`mark_fused_failure`, never by hand.
-    """
+    """A failure raised inside a fused task, marked with the fused step that raised it. When the kernel
+    uses it: a fused stage (:mod:`zephon_core.runtime.fusion`) names the step that failed, not the
+    group; a runner that carries failures back from another process copies ``fused_step``
+    (:func:`fused_step_of`). Set it with :func:`mark_fused_failure`, never by hand."""
 
     fused_step: int | None
 
 
 def mark_fused_failure(exc: BaseException, step: int, index: int | None = None) -> None:
     """Mark ``exc`` with the fused ``step`` that raised it and, for an item failure, the task's slot.
-
     The exception is the user's own (re-raised unchanged otherwise), so the marks are attributes set
-    on it; one whose type refuses new attributes is reported under the fused stage's name.
-    """
-    marked = cast(FusedFailure, exc)
+    on it; one whose type refuses new attributes is reported under the fused stage's name."""
     try:
-        marked.fused_step = step
+        cast(FusedFailure, exc).fused_step = step
         if index is not None:
             cast(LocatedFailure, exc).index = index
     except AttributeError:
@@ -321,7 +283,7 @@ class ItemFailure(Exception):
 def apply_each(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
     """``[fn(x) for x in items]``, but a failure names the item's position (see :class:`ItemFailure`)."""
     out: list[Any] = []
-    append = out.append
+    append = out.append  # bound once: this loop runs per record
     for i, item in enumerate(items):
         try:
             append(fn(item))
@@ -335,8 +297,6 @@ def check_timeout(value: Any, what: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        from zephon_core.errors import ConfigError
-
         raise ConfigError(f"{what}: timeout_s must be a positive number of seconds or None, got {value!r}")
     return float(value)
 
@@ -344,11 +304,9 @@ def check_timeout(value: Any, what: str) -> float | None:
 STABLE_NAMES: dict[str, str] = {}
 """Functions that moved: today's ``module:qualname`` -> the name fingerprints have always used.
 
-A pipeline's fingerprint hashes the ``module:qualname`` of every function in it, and a checkpoint
-loads only into a pipeline of the same fingerprint; so a function that moves to another module
-would make every checkpoint taken with it unloadable. Its package declares the former name with
-:func:`stable_name`, which records it here, and :func:`callable_name` writes that name instead.
-"""
+A fingerprint hashes the ``module:qualname`` of every function in the pipeline, so a function that
+moves would make every checkpoint taken with it unloadable; :func:`stable_name` records its former
+name here and :func:`callable_name` writes that instead."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _QUALIFIED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -356,16 +314,11 @@ _QUALIFIED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za
 
 def stable_name(former: str) -> Callable[[_F], _F]:
     """Decorate a function that moved so fingerprints keep naming it ``former`` (``"module:qualname"``).
-
-    The declaration sits on the function itself, so it holds wherever the function is used: a
-    pipeline that uses it has imported its module, and with it the declaration. Keep the former
+    The declaration sits on the function, so any pipeline using it has imported it. Keep the former
     module importable too (a forwarder), since scripts and checkpoints name it.
 
     Raises:
-        ConfigError: ``former`` is not ``module:qualname``, or another function already claims it.
-    """
-    from zephon_core.errors import ConfigError
-
+        ConfigError: ``former`` is not ``module:qualname``, or another function already claims it."""
     if not isinstance(former, str) or not _QUALIFIED.fullmatch(former):
         raise ConfigError(f"stable_name({former!r}): the former name must be 'module:qualname'")
 

@@ -3,15 +3,11 @@
 Unlike an operator it does not reset at flush sentinels (microbatch shapes must stay constant), so
 a microbatch may span two windows. It is also where replay happens: each lane's
 :class:`~zephon_core.runtime.replay.ReplayCursor` drops the records a resumed lane already delivered
-and stamps every microbatch with the position just after it. Collation (stacking rows into arrays)
-is the stage's worker, so it runs on the pipeline's runner like any operator's worker, and so do the
-functions ``Pipeline.map_batch`` adds after it: a map over collated microbatches (dict of arrays in,
-dict of arrays out) whose ``rng``, when it asks for one, is derived from the microbatch's first record
-key, so it is the same wherever and whenever the microbatch is made.
-
-The microbatches cut from one incoming message travel in groups (:mod:`zephon_core.runtime.groups`):
-one collation task, one reorder-window entry and one message to the multiplexer per group, each
-microbatch still collated on its own, so batches and their hashes do not depend on the grouping.
+and stamps every microbatch with the position just after it. Collation is the stage's worker, so it
+runs on the pipeline's runner like any operator's, and so do the ``Pipeline.map_batch`` functions
+after it; a map's ``rng`` is derived from the microbatch's first record key, so it is the same
+wherever and whenever the microbatch is made. The microbatches cut from one message travel in groups
+(:mod:`zephon_core.runtime.groups`).
 """
 
 from __future__ import annotations
@@ -71,24 +67,21 @@ class BatchAccumulator:
         rows.payloads.extend(records.payloads[start:])
         rows.keys.extend(records.keys[start:])
         rows.lineage.extend(records.lineage[start:])
-        out: list[Work] = []
-        b = self.size
-        held = len(rows.payloads)
+        held, b = len(rows.payloads), self.size
         if held < b:
-            return out
+            return []
         # Cut every full microbatch by offset, then keep the remainder once: re-slicing what is
         # left after each microbatch would copy a large message's rows once per microbatch.
-        payloads, keys, lineage = rows.payloads, rows.keys, rows.lineage
-        dropped = rows.dropped
-        at = 0
-        while held - at >= b:
+        payloads, keys, lineage, dropped = rows.payloads, rows.keys, rows.lineage, rows.dropped
+        out: list[Work] = []
+        for at in range(0, held - b + 1, b):
             end = at + b
             meta = MicrobatchMeta(self.index, self.cursor.position(held - end))
             task = (payloads[at:end], keys[at]) if self.keyed else payloads[at:end]
             out.append(Work(task, keys[at:end], lineage[at:end], dropped, meta))
             dropped = []
             self.index += 1
-            at = end
+        at = len(out) * b
         self.rows = Records(payloads[at:], keys[at:], lineage[at:])
         return out
 
@@ -104,19 +97,11 @@ class BatchAccumulator:
         return [Work(task, rows.keys, rows.lineage, rows.dropped, meta)]
 
 
-FIELD_FIXES = (
-    "read the same fields from every dataset (Dataset.from_path(..., columns=[...]) for Parquet, Arrow, Lance "
-    "and Vortex, fields=[...] for JSONL and WebDataset), make the rows alike with a map_transform that selects "
-    "or renames fields, or pass batch(collate=...)"
-)
-"""What to do when rows of one microbatch have different fields (typically datasets with different columns)."""
-
-
 def _fields_differ(rows: list[Payload], bad: int) -> ConfigError:
-    """The error for row ``bad`` lacking a field row 0 has: both field lists, the difference and the fixes.
+    """The error for row ``bad`` lacking a field row 0 has (typically datasets with different columns).
 
-    Its ``index`` is ``bad``, so the batch stage names that row's source samples (dataset, shard,
-    index): with a mixture, which dataset has the other columns.
+    Its ``index`` is ``bad``, so the batch stage names that row's source samples: with a mixture,
+    which dataset has the other columns.
     """
     first, row = rows[0], rows[bad]
     missing = sorted(set(first) - set(row))
@@ -125,25 +110,24 @@ def _fields_differ(rows: list[Payload], bad: int) -> ConfigError:
     err = ConfigError(
         f"batch: row {bad} has no field {missing[0]!r}: rows of one microbatch must have the same fields, but row 0 "
         f"has {sorted(first)} and row {bad} has {sorted(row)} (row {bad} lacks {missing}{extra}); to mix datasets "
-        f"with different fields, {FIELD_FIXES}"
+        "with different fields, read the same fields from every dataset (Dataset.from_path(..., columns=[...]) for "
+        "Parquet, Arrow, Lance and Vortex, fields=[...] for JSONL and WebDataset), make the rows alike with a "
+        "map_transform that selects or renames fields, or pass batch(collate=...)"
     )
     err.index = bad
     return err
 
 
 def _mixed_types(key: str, values: list[Any]) -> ConfigError:
-    """The error for a field numpy cannot stack into one typed array: the types seen and the first odd row.
-
-    Datasets that store one field with different types (a label as int here, as str there) meet here.
-    """
+    """The error for a field numpy cannot stack into one typed array (datasets that store one field
+    with different types: a label as int here, as str there), naming the first odd row."""
     types = sorted({type(v).__name__ for v in values})
     t0 = type(values[0])
     odd = next((i for i, v in enumerate(values) if type(v) is not t0), None)
-    where = f"row 0 holds {t0.__name__}, row {odd} {type(values[odd]).__name__}" if odd is not None else ""
+    where = f"; row 0 holds {t0.__name__}, row {odd} {type(values[odd]).__name__}" if odd is not None else ""
     err = ConfigError(
-        f"batch: field {key!r} holds values of mixed or unsupported types ({', '.join(types)}"
-        f"{'; ' + where if where else ''}): make them one type with a map_transform (or drop the field there), "
-        "or pass batch(collate=...)"
+        f"batch: field {key!r} holds values of mixed or unsupported types ({', '.join(types)}{where}): make them one "
+        "type with a map_transform (or drop the field there), or pass batch(collate=...)"
     )
     if odd is not None:
         err.index = odd
@@ -152,15 +136,13 @@ def _mixed_types(key: str, values: list[Any]) -> ConfigError:
 
 def default_collate(rows: list[Payload]) -> dict[str, np.ndarray]:
     """Stack each field of the rows into one array; strings become a fixed-width unicode array."""
-    first = rows[0]
     out: dict[str, np.ndarray] = {}
-    for key in first:
+    for key in rows[0]:
         try:
             values = [r[key] for r in rows]
         except KeyError:
             raise _fields_differ(rows, next(i for i, r in enumerate(rows) if key not in r)) from None
-        v0 = values[0]
-        if isinstance(v0, np.ndarray) or isinstance(v0, (list, tuple)):
+        if isinstance(values[0], (np.ndarray, list, tuple)):
             arrays = [np.asarray(v) for v in values]
             shapes = {a.shape for a in arrays}
             if len(shapes) > 1:
@@ -170,10 +152,9 @@ def default_collate(rows: list[Payload]) -> dict[str, np.ndarray]:
                 )
             out[key] = np.stack(arrays)
         else:
-            arr = np.asarray(values)
-            if arr.dtype == object:
+            out[key] = np.asarray(values)
+            if out[key].dtype == object:
                 raise _mixed_types(key, values)
-            out[key] = arr
     return out
 
 
@@ -191,9 +172,9 @@ class CollateWorker:
     """The batch stage's worker: a group of microbatches' rows in, one dict of arrays per microbatch out.
 
     A task is the tuple of the group's microbatch tasks (see :func:`group_microbatches`); each is
-    collated on its own, then passed through each map_batch, so a microbatch's arrays do not depend
-    on the group it travelled in. A failure is re-raised marked with the microbatch it came from
-    (:func:`~zephon_core.runtime.groups.failed_microbatch`), so the error names that microbatch's samples, not the group's.
+    collated and mapped on its own, so a microbatch's arrays do not depend on the group it travelled
+    in. A failure is re-raised marked with its microbatch (:func:`~zephon_core.runtime.groups.mark_microbatch`),
+    so the error names that microbatch's samples, not the group's.
     """
 
     fn: Collate
@@ -204,20 +185,20 @@ class CollateWorker:
         outs: list[dict[str, np.ndarray]] = []
         for j, one in enumerate(task):
             try:
-                outs.append(self._one(one, keyed))
+                rows, key = one if keyed else (one, 0)
+                out = self.fn(rows)
+                for m in self.maps:
+                    rng = sample_rng(m.rng_base, mix64(key, len(rows))) if m.rng_base is not None else None
+                    out = m.fn(out) if rng is None else m.fn(out, rng=rng)
+                    if not isinstance(out, dict):
+                        raise ConfigError(
+                            f"map_batch {m.name!r} must return a dict of arrays, got {type(out).__name__}"
+                        )
             except BaseException as exc:
                 mark_microbatch(exc, j)
                 raise
+            outs.append(out)
         return outs
-
-    def _one(self, task: Any, keyed: bool) -> dict[str, np.ndarray]:
-        rows, key = task if keyed else (task, 0)
-        out = self.fn(rows)
-        for m in self.maps:
-            out = m.fn(out, rng=sample_rng(m.rng_base, mix64(key, len(rows)))) if m.rng_base is not None else m.fn(out)
-            if not isinstance(out, dict):
-                raise ConfigError(f"map_batch {m.name!r} must return a dict of arrays, got {type(out).__name__}")
-        return out
 
 
 class BatchSpec:
@@ -227,7 +208,7 @@ class BatchSpec:
         microbatch_size: rows per microbatch; a lane's last, partial microbatch is left over.
         collate: ``rows -> dict of arrays``; default stacks each field.
         parallelism: collation workers.
-        runner: where collation runs (default: the pipeline's runner; see :meth:`default_runner`).
+        runner: where collation runs (default: see :meth:`default_runner`).
         timeout_s: limit for one microbatch's collation (default: the pipeline's ``timeout_s`` option).
         drop_last: False delivers each lane's last rows as a final, smaller microbatch instead of
             leaving them over. It is a function of the lane's data, so it is the same on every world
@@ -251,10 +232,9 @@ class BatchSpec:
     ) -> None:
         if not isinstance(drop_last, bool):
             raise ConfigError(f"batch: drop_last must be True or False, got {drop_last!r}")
-        if not isinstance(microbatch_size, int) or isinstance(microbatch_size, bool) or microbatch_size < 1:
-            raise ConfigError(f"batch: microbatch_size must be an int >= 1, got {microbatch_size!r}")
-        if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
-            raise ConfigError(f"batch: parallelism must be an int >= 1, got {parallelism!r}")
+        for what, n in (("microbatch_size", microbatch_size), ("parallelism", parallelism)):
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ConfigError(f"batch: {what} must be an int >= 1, got {n!r}")
         if collate is not None and not callable(collate):
             raise ConfigError(f"batch: collate must be callable, got {type(collate).__name__}")
         self.microbatch_size = microbatch_size
@@ -267,9 +247,8 @@ class BatchSpec:
 
     @property
     def reads_rows_only(self) -> bool:
-        """Whether collation never changes the rows it is given: the default collation only reads
-        them and makes new arrays (``map_batch`` sees only those), so the fetch stage may hand it a
-        reader's own rows instead of copies (see :meth:`~zephon_core.runtime.fetch.FetchStage.bind`)."""
+        """Whether collation never changes the rows it is given (the default collation makes new arrays), so
+        the fetch stage may hand it a reader's own rows (:meth:`~zephon_core.runtime.fetch.FetchStage.bind`)."""
         return self.collate is default_collate
 
     def add_map(self, fn: Callable[..., dict[str, np.ndarray]], name: str, rng_base: int | None) -> None:
@@ -294,10 +273,8 @@ class BatchSpec:
     ) -> str:
         """Where collation runs when ``batch(runner=...)`` is not given: the pipeline's runner, except
         that the default collation (numpy stacking, which releases the GIL) with no ``map_batch`` stays
-        on threads in the training process when the pipeline's runner crosses processes (processes,
-        Ray: :class:`~zephon_core.runtime.runners.CrossesProcesses`, asked through
-        ``crosses_processes(name)``). Sending a microbatch's rows to another process and the stacked
-        batch back costs two copies more than stacking them here, and the batch has to end up here anyway."""
+        on threads when ``crosses_processes(pipeline_runner)``: the batch has to end up in the training
+        process, and sending its rows out and the stacked arrays back would cost two more copies."""
         if self.collate is default_collate and not self.maps and crosses_processes(pipeline_runner):
             return "threads"
         return pipeline_runner
@@ -311,7 +288,11 @@ class BatchSpec:
 
 
 class BatchStage(Stage):
-    """The terminal stage: per-lane batch accumulators that start where the checkpoint says."""
+    """The terminal stage: per-lane batch accumulators that start where the checkpoint says.
+
+    Its work items are groups (:func:`~zephon_core.runtime.groups.group_microbatches`): ``meta`` is
+    always the tuple of the microbatches' own work items.
+    """
 
     def __init__(
         self,
@@ -380,33 +361,30 @@ class BatchStage(Stage):
     def _convert(self, msg: Message, result: Any, work: Work) -> tuple[SampleBatch, ...]:
         """A group's collated arrays as its microbatches, in order (the multiplexer takes the tuple)."""
         parts: tuple[Work, ...] = work.meta
-        if not isinstance(result, list) or len(result) != len(parts):
+        if not isinstance(result, list) or len(result) != len(parts):  # a runner lost or added results
             got = len(result) if isinstance(result, list) else type(result).__name__
             err = TypeError(f"collation returned {got} outputs for {len(parts)} microbatches")
             raise self._error("worker", msg.lane, work.lineage, err)
-        view, lane = self.view, msg.lane
-        out = []
-        for w, data in zip(parts, result):
-            meta: MicrobatchMeta = w.meta
-            out.append(SampleBatch(lane, meta.index, data, w.lineage, w.dropped, meta.resume, view))
-        return tuple(out)
+        lane, view = msg.lane, self.view
+        return tuple(
+            SampleBatch(lane, w.meta.index, d, w.lineage, w.dropped, w.meta.resume, view) for w, d in zip(parts, result)
+        )
 
     def _error(
         self, what: str, lane: int, lineage: list[Lineage], exc: BaseException, work: Work | None = None
     ) -> OperatorError:
         """As :meth:`Stage._error`, naming only the samples of the microbatch whose collation failed."""
         j = failed_microbatch(exc)
-        parts = work.meta if work is not None else None
-        if j is not None and isinstance(parts, tuple) and 0 <= j < len(parts):
-            lineage = parts[j].lineage
+        if j is not None and work is not None and 0 <= j < len(work.meta):
+            lineage = work.meta[j].lineage
         return super()._error(what, lane, lineage, exc, work)
 
     def _records(self, body: Any) -> int:
-        return sum(len(b) for b in body) if isinstance(body, tuple) else super()._records(body)
+        return sum(len(b) for b in body)
 
     def _units(self, work: Work) -> int:
         """A group's time limit is ``timeout_s`` per microbatch in it."""
-        return len(work.meta) if isinstance(work.meta, tuple) else 1
+        return len(work.meta)
 
 
 def _lanes_only(lane: int) -> StageAccumulator:

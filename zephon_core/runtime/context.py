@@ -37,33 +37,30 @@ class Context:
         self.stop.set()
 
     def put(self, q: queue.Queue[T], item: T) -> None:
-        while True:
-            if self.stop.is_set():
-                raise Stopped
+        while not self.stop.is_set():
             try:
                 q.put(item, timeout=POLL)
                 return
             except queue.Full:
-                continue
+                pass
+        raise Stopped
 
     def get(self, q: queue.Queue[T], idle: Callable[[], None] | None = None) -> T:
         """The next item of ``q``; ``idle()`` runs at every poll while waiting (a watchdog check)."""
-        while True:
-            if self.stop.is_set():
-                raise Stopped
+        while not self.stop.is_set():
             try:
                 return q.get(timeout=POLL)
             except queue.Empty:
                 if idle is not None:
                     idle()
+        raise Stopped
 
     def result(self, fut: Future[Any], idle: Callable[[], None] | None = None) -> Any:
         """The future's result; ``idle()`` runs at every poll while waiting (a watchdog check)."""
-        while True:
-            if self.stop.is_set():
-                raise Stopped
+        while not self.stop.is_set():
             try:
                 return fut.result(timeout=POLL)
             except TimeoutError:
                 if idle is not None:
                     idle()
+        raise Stopped

@@ -25,8 +25,7 @@ BUSY = 0.50
 class Diagnosis:
     """The culprit (``stage``: a step's name, ``"consumer"`` or ``"source"``), why, and what to change.
 
-    ``str()`` is the human sentence; ``evidence`` holds the figures it rests on.
-    """
+    ``str()`` is the human sentence; ``evidence`` holds the figures it rests on."""
 
     stage: str
     reason: str
@@ -58,9 +57,8 @@ def diagnose(window: dict[str, Any], crosses_processes: Callable[[str], bool] = 
     """Find the limiting stage from windowed metrics (``zephon_core.runtime.metrics.windowed``).
 
     ``crosses_processes(name)`` says whether a runner runs its workers in other processes
-    (:class:`~zephon_core.runtime.runners.CrossesProcesses`; default: the default plugin manager's
-    runners): the advice for a busy step on such a runner is more workers, not another runner.
-    """
+    (:class:`~zephon_core.runtime.runners.CrossesProcesses`): the advice for a busy step on such a
+    runner is more workers, not another runner."""
     stages = window["stages"]
     consumer_wait = window["consumer"]["wait"]
     if consumer_wait < CONSUMER_BOUND:
@@ -83,14 +81,9 @@ def diagnose(window: dict[str, Any], crosses_processes: Callable[[str], bool] = 
             {"consumer_wait": consumer_wait, "load": dict(zip((s["name"] for s in stages), load))},
         )
     s = stages[best]
-    after = stages[best + 1] if best + 1 < len(stages) else None
-    evidence = {
-        "worker_busy": s["worker_busy"],
-        "accumulator_busy": s["accumulator_busy"],
-        "input_wait": s["input_wait"],
-        "next_stage_input_wait": after["input_wait"] if after else consumer_wait,
-        "consumer_wait": consumer_wait,
-    }
+    evidence = {k: s[k] for k in ("worker_busy", "accumulator_busy", "input_wait")}
+    evidence["next_stage_input_wait"] = stages[best + 1]["input_wait"] if best + 1 < len(stages) else consumer_wait
+    evidence["consumer_wait"] = consumer_wait
     starving = f"the next stage starves {_pct(evidence['next_stage_input_wait'])} of the time"
     if s["worker_busy"] >= s["accumulator_busy"]:
         reason = f"workers busy {_pct(s['worker_busy'])}, its input waits {_pct(s['input_wait'])}, {starving}"

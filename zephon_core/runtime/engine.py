@@ -1,14 +1,9 @@
 """One rank's running pipeline: feeder thread → stages → multiplexer, wired by bounded queues.
 
-::
-
-    Feeder ──▶ fetch stage ──▶ operator stages … ──▶ batch stage ──▶ Multiplexer ──▶ training loop
-    (chunks,   (pointers →     (accumulator + workers   (microbatches,   (whole rounds,
-     sentinels) records)        + reorder window)         replay cursor)   resume points)
-
-All lanes of the rank share the stages; every accumulator keeps separate state per lane, so a lane's
-output does not depend on which other lanes run beside it, and the interleaving of lanes is free to
-follow demand. The engine only wires; each part lives in its own module.
+The engine only wires; each part lives in its own module (the data path is drawn in
+``docs/architecture.md``). All lanes of the rank share the stages; every accumulator keeps separate
+state per lane, so a lane's output does not depend on which other lanes run beside it, and the
+interleaving of lanes is free to follow demand.
 """
 
 from __future__ import annotations
@@ -56,20 +51,14 @@ class Engine:
     """Runs a pipeline for the lanes one rank owns; created by :class:`~zephon_core.pipeline.Pipeline`.
 
     Args:
-        source: the (calibrated) work source.
         fetch: the fetch stage (also the spec of the first plan): its read groups follow the byte budget.
-        plans: fetch, then the operators.
-        batch: the terminal batch stage, run as ``batch_plan`` says.
-        layout: lanes and this rank's share of them.
+        plans: fetch, then the operators; ``batch`` runs as ``batch_plan`` says.
         flush_every: chunks per window (0: never flush before a lane's end).
         starts: where each owned lane starts (from a checkpoint, or the beginning).
         make_executor: starts the workers of one plan (None when it has no worker).
-        describe_samples: names samples in error messages.
-        view: the training view applied by ``SampleBatch.to_training()``.
-        queue_depth: items per queue between stages.
         max_inflight_bytes: the byte budget shared by the queues (None: count items only).
-        tuner: when set, makes the tuner (``options(autotune=True)``: zephon-observe's) that adjusts
-            parallelism through :meth:`resizable` and :meth:`resize` while the engine runs.
+        tuner: makes the tuner (``options(autotune=True)``) that adjusts parallelism through
+            :meth:`resizable` and :meth:`resize` while the engine runs.
     """
 
     def __init__(
@@ -102,10 +91,8 @@ class Engine:
         share = None if max_inflight_bytes is None else max(1, max_inflight_bytes // n_queues)
         queues: list[queue.Queue[Message]] = [ByteQueue(queue_depth, share) for _ in range(n_queues)]
         fetched = cast(ByteQueue, queues[1])  # what the fetch stage (the first plan) puts out
-        fetch.limit_group_bytes(
-            None if max_inflight_bytes is None else max_inflight_bytes // GROUPS_PER_BUDGET,
-            lambda: fetched.bytes_per_record,
-        )
+        group_bytes = None if max_inflight_bytes is None else max_inflight_bytes // GROUPS_PER_BUDGET
+        fetch.limit_group_bytes(group_bytes, lambda: fetched.bytes_per_record)
         self.mux = Multiplexer(self.lanes, starts, self.ctx, queues[-1], len(self.lanes) * batch.microbatch_size)
         self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux, fetch.group_size)
         try:
@@ -114,27 +101,12 @@ class Engine:
                 if ex is not None:
                     self.executors.append(ex)
                 common = (ex, queues[i], queues[i + 1], self.ctx, max(2, 2 * plan.parallelism))
+                kw: dict[str, Any] = {"describe_samples": describe_samples, "runner": plan.runner}
+                kw |= {"timeout_s": plan.timeout_s, "parallelism": plan.parallelism}
                 if i == len(plans):
-                    stage: Stage = BatchStage(
-                        batch,
-                        *common,
-                        starts=starts,
-                        view=view,
-                        describe_samples=describe_samples,
-                        runner=plan.runner,
-                        timeout_s=plan.timeout_s,
-                        parallelism=plan.parallelism,
-                    )
+                    stage: Stage = BatchStage(batch, *common, starts=starts, view=view, **kw)
                 else:
-                    stage = Stage(
-                        plan.spec,
-                        *common,
-                        new_accumulator=plan.spec.new_accumulator,
-                        describe_samples=describe_samples,
-                        runner=plan.runner,
-                        timeout_s=plan.timeout_s,
-                        parallelism=plan.parallelism,
-                    )
+                    stage = Stage(plan.spec, *common, new_accumulator=plan.spec.new_accumulator, **kw)
                 self.stages.append(stage)
         except BaseException:
             self.close()
@@ -197,10 +169,9 @@ class Engine:
             )
             if isinstance(st.executor, ReportsMetrics):
                 stages[-1]["executor"] = st.executor.metrics()
-        tuner = self.tuner
         return {
             "elapsed_s": time.monotonic() - self.started_at,
-            "autotune": tuner.report() if tuner is not None else None,
+            "autotune": self.tuner.report() if self.tuner is not None else None,
             "stages": stages,
             "source": {"chunks": self.chunks_fed()},
             "consumer": {"batches": self.mux.consumer.batches, "wait_s": self.mux.consumer.wait_s},
@@ -237,14 +208,10 @@ class Engine:
         user function (a hung task): it is a daemon thread and is abandoned after the grace period.
         """
         self.ctx.stop.set()
-        tuner = self.tuner
-        if tuner is not None:
-            tuner.stop()
+        if self.tuner is not None:
+            self.tuner.stop()
         deadline = time.monotonic() + grace_s
-        threads = [t for st in self.stages for t in st.threads]
-        thread = self.feeder_thread
-        if thread is not None:
-            threads.append(thread)
+        threads = [t for st in self.stages for t in st.threads] + [t for t in [self.feeder_thread] if t is not None]
         for t in threads:
             if t.ident is not None and t is not threading.current_thread():
                 t.join(max(0.0, deadline - time.monotonic()))

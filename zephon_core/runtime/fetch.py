@@ -43,10 +43,9 @@ class FetchAccumulator:
 class FetchWorker:
     """Reads a chunk's samples, one reader call per (dataset, shard) group.
 
-    A :class:`~zephon_core.work.readers.SkippingReader` (every :class:`~zephon_core.storage.StorageReader`) is read
-    through it, so with its ``on_error="skip"`` a record that does not decode comes back as
-    ``None``: a tombstone in the fetch stage's output, the only kind this stage makes, so the
-    records a run skipped are the fetch stage's dropped lineage (the dataset is in each sample id).
+    A :class:`~zephon_core.work.readers.SkippingReader` (every :class:`~zephon_core.storage.StorageReader`)
+    is read through it, so with its ``on_error="skip"`` a record that does not decode comes back as
+    ``None``: the records a run skipped are the fetch stage's dropped lineage, its only tombstones.
     """
 
     names: tuple[str, ...]
@@ -79,9 +78,7 @@ class FetchWorker:
         return list(operator.itemgetter(*inverse.tolist())(flat))  # one gather in C, not a loop per record
 
     def _read(self, d: int, s: int, index: np.ndarray, first: int) -> list[Any]:
-        """One reader call for the pointers ``index`` of dataset ``d``, shard ``s``: a list of its own.
-
-        A skipped record is ``None`` in it.
+        """One reader call for the pointers ``index`` of dataset ``d``, shard ``s`` (a skipped record: None).
 
         ``first`` is the task position of the group's first pointer: a failure names that sample.
         """
@@ -91,21 +88,18 @@ class FetchWorker:
             read = reader.read_shared
         else:
             read = cast(SkippingReader, reader).read_or_skip if self.skips[d] else reader.read
+        where = f"dataset {self.names[d]!r}, shard {s}"
         try:
             rows = read(s, index)
         except ZephonError as exc:
             exc.index = first
             raise
         except Exception as exc:
-            err = ReaderError(
-                f"dataset {self.names[d]!r}, shard {s} ({_shard_name(reader, s)}): {type(exc).__name__}: {exc}"
-            )
+            err = ReaderError(f"{where} ({_shard_name(reader, s)}): {type(exc).__name__}: {exc}")
             err.index = first
             raise err from exc
         if len(rows) != len(index):
-            raise ReaderError(
-                f"dataset {self.names[d]!r}, shard {s}: reader returned {len(rows)} samples for {len(index)} indices"
-            )
+            raise ReaderError(f"{where}: reader returned {len(rows)} samples for {len(index)} indices")
         return list(rows)  # a list of its own: a reader may hand out a list it keeps
 
 
@@ -116,9 +110,8 @@ def _shard_name(reader: Reader, s: int) -> str:
         return "?"
 
 
-MIN_GROUP = 4
-FIRST_GROUP = 32
-"""The fewest pointers read in one work item, however large the records."""
+MIN_GROUP = 4  # the fewest pointers read in one work item, however large the records
+FIRST_GROUP = 32  # pointers per work item before any record size is known
 
 FETCH_TIMEOUT_S = 300.0
 """Default limit for one chunk's read: storage retries have their own, shorter deadlines; a read that
@@ -160,8 +153,8 @@ class FetchStage:
         """Pointers per read group (a part of a chunk sent on its own) for a chunk of ``n`` pointers.
 
         Only how reads are grouped depends on it, never the records, so it may follow the observed
-        record size: large records are read in parts small enough to keep each message a small share
-        of the byte budget, and the feeder interleaves the lanes part by part.
+        record size: large records are read in parts that keep each message a small share of the byte
+        budget, and the feeder interleaves the lanes part by part.
         """
         if self._target_bytes is None:
             return n

@@ -78,9 +78,8 @@ class ByteQueue(queue.Queue[Any]):
         self.total_bytes += size
         records = len(body.payloads) if isinstance(body, Records) else 0
         if records:  # a running mean, read by the fetch stage to size its read groups
-            self.bytes_per_record = (
-                0.8 * self.bytes_per_record + 0.2 * size / records if self.bytes_per_record else size / records
-            )
+            mean = self.bytes_per_record
+            self.bytes_per_record = 0.8 * mean + 0.2 * size / records if mean else size / records
         self._sizes.append(size)
         self.bytes += size
         super()._put(item)

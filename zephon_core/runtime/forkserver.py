@@ -1,11 +1,10 @@
 """Starting the processes runner's workers: the fork server and what it preloads.
 
-Workers come from the ``forkserver`` start method where the platform has it (``spawn`` elsewhere): a
-fork server is one clean, single-threaded interpreter started once per training process, which
-imports the script, numpy and the kernel once (plus the first pool's function modules) and then forks
-each worker in milliseconds, where ``spawn`` would boot and import a fresh interpreter per worker.
-A worker that exits before it is ready usually means the script cannot be imported again
-(:func:`_bootstrap_hint` says so). The pool itself is :mod:`zephon_core.runtime.processes`.
+Workers come from the ``forkserver`` start method where the platform has it (``spawn`` elsewhere): one
+clean, single-threaded interpreter per training process imports the script, numpy and the kernel once
+(plus the first pool's function modules) and forks each worker in milliseconds, where ``spawn`` boots
+and imports a fresh interpreter per worker (0.3 s of CPU each). Forking from it, never from the
+pipeline's multithreaded process, keeps ``fork``'s hazards away. The pool is :mod:`zephon_core.runtime.processes`.
 """
 
 from __future__ import annotations
@@ -26,22 +25,17 @@ _PRELOAD = ("numpy", "zephon_core.pipeline")
 _preload_lock = threading.Lock()
 _preload_done = False
 
-
-_SUN_PATH_MAX = 107
-"""Bytes a Unix socket's path may have (``sun_path`` holds 108 with its terminating NUL)."""
-
-_SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
-"""What multiprocessing appends to the temp folder for the fork server's socket."""
+_SUN_PATH_MAX = 107  # bytes a Unix socket's path may have (``sun_path`` holds 108 with its terminating NUL)
+_SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")  # what multiprocessing appends to the temp folder
 
 
 def _short_socket_dir() -> None:
     """Give multiprocessing a temp folder short enough for the fork server's Unix socket.
 
-    The fork server listens on a Unix socket in multiprocessing's temp folder, made under TMPDIR.
-    Under a deep TMPDIR (a CI runner's work folder, pytest's ``tmp_path``) the socket's path passes
-    the 107-byte limit and starting the first worker fails with "AF_UNIX path too long". Python
-    3.13 falls back to a short system folder by itself; this does the same on earlier versions,
-    before multiprocessing makes its folder (it is removed at exit as multiprocessing's own is).
+    The socket is made in multiprocessing's temp folder under TMPDIR: under a deep one (a CI runner's
+    work folder, pytest's ``tmp_path``) its path passes the 107-byte limit and the first worker fails
+    with "AF_UNIX path too long". Python 3.13 falls back to a short system folder by itself; this does
+    the same earlier, before multiprocessing makes its folder (removed at exit as its own would be).
     """
     if sys.version_info >= (3, 13):
         return

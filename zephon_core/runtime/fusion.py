@@ -1,34 +1,18 @@
 """Stage fusion: consecutive per-record steps on a runner that crosses processes share one pool and one task.
 
-Why. On the processes runner (and any runner that declares
-:class:`~zephon_core.runtime.runners.CrossesProcesses`, e.g. Ray) every stage boundary is a round trip between processes: a record read
-by a fetch worker is copied into a segment for the training process, copied again into a segment for
-a map worker, and copied back. For image-sized records those copies, and the training process's
-time spent moving them, cost more than the work (``benchmarks/bench_transport.py``). A map step whose
-accumulator passes through (:class:`~zephon_core.ops.contract.PassesThrough`, e.g. the kernel's
-:class:`~zephon_core.defaults.operators.mapping.PassThrough`) holds no state: it would hand the previous stage's
-output to its worker unchanged, one task per incoming run of records. So
-the kernel can run that worker right after the previous stage's worker, in the same task, and a
-record crosses between processes once.
-
-What stays exactly as without fusion: records, keys, lineage and tombstones, in the same order (the
-fused worker says at which step each dropped record was dropped, and the training process rebuilds
-the tombstones step by step), so hashes, checkpoints and manifests do not change. What differs is
-only bookkeeping: the fused steps show up in metrics as one stage named ``fetch+flip`` and run
-``max(parallelism)`` workers; a task's time limit is the sum of the steps' limits (none if a step
-has none). A step that fails, or cannot be pickled, is still named in the error; a worker process
-that dies is reported under the fused name (which step it was running is not known).
-
-Fusion applies to steps that run on the same runner, one that crosses processes, with fanout one
-and set no ``timeout_s`` of their own (a hang in such a step must be caught on its own clock, so it
-keeps its own pool): the fetch stage or a pass-through step as the head, followed by pass-through
-steps (``map_transform``, operators built on it, and any operator whose accumulator declares
-:class:`~zephon_core.ops.contract.PassesThrough`). ``options(fuse=False)`` turns fusion off, e.g. to see each
-step's own metrics.
+On such a runner (:class:`~zephon_core.runtime.runners.CrossesProcesses`: processes, Ray) every stage
+boundary is a round trip between processes, which for image-sized records costs more than the work
+(``benchmarks/bench_transport.py``). A step whose accumulator passes through
+(:class:`~zephon_core.ops.contract.PassesThrough`) holds no state, so its worker can run right after
+the previous step's, in the same task. Records, keys, lineage and tombstones stay exactly as without
+fusion (the training process rebuilds the tombstones step by step), so hashes, checkpoints and
+manifests do not change. Which steps fuse, and what differs in metrics, errors and time limits:
+``docs/performance.md`` ("Steps that share a pool").
 """
 
 from __future__ import annotations
 
+import functools
 import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -98,10 +82,8 @@ class FusedWorker:
     names: tuple[str, ...] = ()
 
     def unpicklable_step(self, dumps: Callable[[Any], bytes] = pickle.dumps) -> str | None:
-        """The first step whose worker ``dumps`` cannot pickle (asked only after pickling this failed).
-
-        A runner passes the serializer it ships workers with (Ray: cloudpickle, which takes lambdas).
-        """
+        """The first step whose worker ``dumps`` (the runner's serializer: Ray's takes lambdas) cannot
+        pickle; asked only after pickling this failed."""
         for name, fn in zip(self.names, self.workers):
             try:
                 dumps(fn)
@@ -183,18 +165,11 @@ def fuse(
     """Merge runs of fusable plans (same runner crossing processes, fanout one, pass-through after the head).
 
     ``make_plan(spec, runner, parallelism, timeout_s)`` builds the fused group's plan (the engine's
-    ``StagePlan``); plans that do not fuse are returned as they are. ``crosses_processes(name)``
-    says whether the runner registered as ``name`` declares
-    :class:`~zephon_core.runtime.runners.CrossesProcesses` (default: looked up among the default
-    plugin manager's runners; a pipeline passes its own manager's).
+    ``StagePlan``); plans that do not fuse are returned as they are. ``crosses_processes(name)`` says
+    whether the runner registered as ``name`` declares :class:`~zephon_core.runtime.runners.CrossesProcesses`
+    (default: the default plugin manager's runners; a pipeline passes its own manager's).
     """
-    crossing: dict[str, bool] = {}
-
-    def fuses_on(runner: str) -> bool:
-        if runner not in crossing:
-            crossing[runner] = crosses_processes(runner)
-        return crossing[runner]
-
+    fuses_on = functools.cache(crosses_processes)  # asked once per runner
     out: list[Any] = []
     group: list[Any] = []
 
@@ -209,7 +184,7 @@ def fuse(
         group.clear()
 
     for plan in plans:
-        own_limit = plan.spec.timeout_s is not None  # its hang must be caught on its own clock
+        own_limit = plan.spec.timeout_s is not None
         if group and plan.runner == group[0].runner and not own_limit and _pass_through(plan.spec) is not None:
             group.append(plan)
             continue

@@ -1,15 +1,15 @@
 """Groups of microbatches: the microbatches cut from one message travel as one task and one hop.
 
-Why. With small records the batch stage's own cost was per microbatch, not per row: a future, a
-reorder-window entry, a queue put and get and a thread wake-up for every 32 rows, which made up most
-of the loader's CPU per sample on 1 KB text. The batch stage therefore submits the microbatches it
-cuts from one message in groups: one collation task, one window entry and one message to the
-multiplexer per group. Each microbatch is still collated on its own, with the same rows, so every
-batch and its hash stay what they were; only how many hops carry them changes.
+With small records the batch stage's cost is per microbatch, not per row (a future, a reorder-window
+entry, a queue put and get and a thread wake-up each), so it submits the microbatches cut from one
+message in groups: one collation task, one window entry and one message to the multiplexer per
+group. Each microbatch is still collated on its own, so batches and their hashes do not depend on
+the grouping.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import Protocol, cast, runtime_checkable
 
@@ -29,10 +29,8 @@ def mark_microbatch(exc: BaseException, j: int) -> None:
     The exception is the user's own, so the mark is an attribute on it (it pickles with it, for a
     collation that runs in another process); a type that refuses attributes is reported for the group.
     """
-    try:
+    with contextlib.suppress(AttributeError):
         cast(MicrobatchFailure, exc).zephon_microbatch = j
-    except AttributeError:
-        pass
 
 
 def failed_microbatch(exc: BaseException) -> int | None:
@@ -45,13 +43,11 @@ GROUP_ROWS = 64
 GROUP_BYTES = 256 * 1024
 """A group of microbatches (one collation task, one hop) is closed at this many rows or input bytes.
 
-Why these sizes: a hop (a future, a reorder-window entry, a queue put and get, a thread wake-up)
-costs tens of microseconds, well under a microsecond per row over 64 rows. A larger group keeps
-more collated arrays alive at once (a window of groups in flight and a queue of them waiting), and
-the allocator then hands freed memory back to the system and faults it in again: on 1 KB text,
-groups of 128 rows took a page fault per 3 to 10 samples (64 rows: one per 25), and whole
-1,024-record chunks one per 4, which cost more CPU per sample than the hops they saved. Large
-records make microbatches large enough that each travels alone."""
+A hop costs tens of microseconds, well under a microsecond per row over 64 rows. A larger group
+keeps more collated arrays alive at once, and the allocator then hands freed memory back to the
+system and faults it in again: on 1 KB text, groups of 128 rows took a page fault per 3 to 10
+samples (64 rows: one per 25), which cost more CPU than the hops they saved. Large records make
+microbatches large enough that each travels alone."""
 
 
 def group_microbatches(works: list[Work]) -> Work:

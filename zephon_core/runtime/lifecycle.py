@@ -1,14 +1,14 @@
 """How a running pipeline ends when nobody closes it: dropped, abandoned mid-loop, or at interpreter exit.
 
-A pipeline runs daemon threads (and worker processes). Left running at interpreter exit, those
-threads are frozen wherever they are when Python finalises, which can be inside C++ code (a
-tokenizer, pyarrow): the process then aborts (``terminate called without an active exception``)
-instead of exiting 0, and a scheduler marks the job failed. Three rules prevent it:
+Daemon threads (and worker processes) left running at interpreter exit are frozen wherever they are,
+which can be inside C++ code (a tokenizer, pyarrow): the process then aborts (``terminate called
+without an active exception``) instead of exiting 0, and a scheduler marks the job failed. Three
+rules prevent it (docs/failure-modes.md):
 
-* the threads never hold the pipeline alive: what the engine calls back into the pipeline goes
-  through :func:`weakly`, so a pipeline nobody refers to is collected, and its ``__del__`` closes it;
-* what ``iter(pipeline)`` returns (:class:`PipelineIterator`) holds the pipeline, so
-  ``for batch in Pipeline(...)...:`` keeps it alive exactly as long as the loop needs it;
+* the engine's threads call back into the pipeline only through :func:`weakly`, so a pipeline nobody
+  refers to is collected, and its ``__del__`` closes it;
+* :class:`PipelineIterator` holds the pipeline, so ``for batch in Pipeline(...)...:`` keeps it alive
+  exactly as long as the loop needs it;
 * every started pipeline is in :data:`RUNNING` (weakly), and an ``atexit`` handler closes those still
   running before the interpreter finalises its threads.
 """
@@ -16,6 +16,7 @@ instead of exiting 0, and a scheduler marks the job failed. Three rules prevent 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
@@ -49,18 +50,15 @@ def stopped(pipeline: Closable) -> None:
 def close_running() -> None:
     """Close every pipeline still running (called at interpreter exit, before threads are finalised)."""
     for pipeline in list(RUNNING):
-        try:
+        with contextlib.suppress(Exception):  # at exit there is no one left to tell; the next must still close
             pipeline.close()
-        except Exception:  # at exit there is no one left to tell; the next one must still close
-            pass
 
 
 def weakly(method: Callable[..., T], dead: Callable[..., T]) -> Callable[..., T]:
     """``method`` (a bound method) called through a weak reference to its object; ``dead`` once it is gone.
 
-    The engine's threads call back into the pipeline (to name samples in an error, to pace a
-    steered source); a strong reference there would keep a dropped pipeline alive for as long as
-    its threads run, that is for ever.
+    The engine's threads call back into the pipeline (to name samples in an error, to pace a steered
+    source): a strong reference there would keep a dropped pipeline alive as long as they run, for ever.
     """
     ref = weakref.WeakMethod(method)
 
@@ -72,10 +70,8 @@ def weakly(method: Callable[..., T], dead: Callable[..., T]) -> Callable[..., T]
 
 
 class PipelineIterator:
-    """What ``iter(pipeline)`` returns: the pipeline's batches, and a reference that keeps it running.
-
-    Attribute access falls through to the underlying iterator (the engine).
-    """
+    """What ``iter(pipeline)`` returns: the pipeline's batches, and a reference that keeps it running
+    (other attributes are the engine's, the underlying iterator)."""
 
     __slots__ = ("_it", "_owner")
 

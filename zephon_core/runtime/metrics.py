@@ -1,18 +1,15 @@
 """Live metrics of a running pipeline: cheap counters per stage, snapshots, and windowed rates.
 
 Every stage keeps cumulative counters (records and bytes in and out, tasks, time its workers were
-busy, time its accumulator waited for input or was blocked on output). They cost a few additions per
-message and per task, so they are always on. A snapshot copies them; rates and fractions over a
-sliding window come from the difference between two snapshots: a reader keeps its own earlier
-snapshot (the reporter, the tuner, ``zephon profile``), or :func:`window_over` picks one at least the
-window old from a ring the pipeline's readers share, so reading never shortens another's window.
-Worker time is measured where the worker runs (:class:`TimedWorker` wraps the function for every
-runner), so it is right for threads, processes and Ray alike.
+busy, time its accumulator waited for input or was blocked on output); they cost a few additions per
+message and per task, so they are always on. Rates and fractions over a window are the difference
+between two snapshots: a reader keeps its own earlier one (the reporter, the tuner, ``zephon
+profile``), or :func:`window_over` picks one from a ring the pipeline's readers share. Worker time
+is measured where the worker runs (:class:`TimedWorker`), so it is right on every runner.
 
-``ZEPHON_METRICS=off`` in the environment (read once, when this module is imported) turns the
-per-task timing off: workers are not wrapped and :meth:`StageMetrics.task_done` does nothing. It
-exists only to measure what the metrics cost (``benchmarks/bench_kernel.py --metrics-overhead``);
-with it, busy fractions, latencies and traces read zero and ``diagnose()`` cannot name a stage.
+``ZEPHON_METRICS=off`` in the environment (read once, at import) turns per-task timing off, only to
+measure what it costs (``benchmarks/bench_kernel.py --metrics-overhead``): busy fractions, latencies
+and traces then read zero and ``diagnose()`` cannot name a stage.
 """
 
 from __future__ import annotations
@@ -28,6 +25,9 @@ from typing import Any
 from zephon_core.errors import ConfigError
 from zephon_core.ops.contract import WorkerFn
 
+MIN_INTERVAL_S = 0.05
+"""The shortest reporting interval of ``options(metrics_every_s=...)`` (a snapshot costs about a millisecond)."""
+
 LATENCY_SAMPLES = 2048
 """Task durations kept per stage for the percentiles (the most recent ones)."""
 
@@ -36,6 +36,9 @@ TRACE_EVENTS = 200_000
 
 ENABLED = os.environ.get("ZEPHON_METRICS", "on").strip().lower() not in {"off", "0", "false", "no"}
 """Per-task timing on (the default); see the module docstring for ``ZEPHON_METRICS=off``."""
+
+COUNTERS = tuple("records_in records_out tasks busy_s acc_busy_s wait_input_s window_full_s blocked_output_s".split())
+"""A stage's cumulative counters (:meth:`StageMetrics.counters`), which windows are differences of."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +101,8 @@ class StageMetrics:
         self.name = name
         self.runner = runner
         self.parallelism = parallelism
-        self.records_in = 0
-        self.records_out = 0
-        self.tasks = 0
-        self.busy_s = 0.0
-        self.acc_busy_s = 0.0
-        self.wait_input_s = 0.0
-        self.window_full_s = 0.0
-        self.blocked_output_s = 0.0
+        self.records_in = self.records_out = self.tasks = 0  # the COUNTERS
+        self.busy_s = self.acc_busy_s = self.wait_input_s = self.window_full_s = self.blocked_output_s = 0.0
         self.dropped: dict[int, int] = {}  # records its workers dropped, by dataset number
         self.latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_SAMPLES)
         self.trace: collections.deque[tuple[float, float, str]] | None = None
@@ -124,7 +121,7 @@ class StageMetrics:
             self.trace.append((start, end, timed.worker))
 
     def counters(self) -> dict[str, float]:
-        """The cumulative counters (for windowed differences)."""
+        """The cumulative counters (:data:`COUNTERS`, for windowed differences)."""
         return {
             "records_in": self.records_in,
             "records_out": self.records_out,
@@ -137,14 +134,10 @@ class StageMetrics:
         }
 
     def percentiles(self) -> dict[str, float]:
+        """Task durations (ms) of the most recent tasks at the 50th, 90th and 99th percentile."""
         lat = sorted(self.latencies.copy())
-        if not lat:
-            return {"p50": 0.0, "p90": 0.0, "p99": 0.0}
-
-        def pick(q: float) -> float:
-            return 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]
-
-        return {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99)}
+        n = len(lat)
+        return {f"p{q}": 1000 * lat[min(n - 1, q * n // 100)] if n else 0.0 for q in (50, 90, 99)}
 
 
 class ConsumerMetrics:
@@ -155,6 +148,11 @@ class ConsumerMetrics:
         self.wait_s = 0.0
 
 
+_FRACTIONS: tuple[tuple[str, str], ...] = (("accumulator_busy", "acc_busy_s"), ("input_wait", "wait_input_s"))
+_FRACTIONS += (("window_full", "window_full_s"), ("output_blocked", "blocked_output_s"))
+"""Fractions of the window (name, counter of seconds) that :func:`windowed` reports beside ``worker_busy``."""
+
+
 def windowed(now: dict[str, Any], then: dict[str, Any] | None) -> dict[str, Any]:
     """Rates and fractions between two snapshots (``then`` None: since the start)."""
     dt = max(1e-9, now["elapsed_s"] - (then["elapsed_s"] if then else 0.0))
@@ -162,23 +160,12 @@ def windowed(now: dict[str, Any], then: dict[str, Any] | None) -> dict[str, Any]
     stages = []
     for s in now["stages"]:
         o = old.get(s["name"], {})
-        d = {k: s[k] - o.get(k, 0) for k in ("records_in", "records_out", "tasks", "busy_s", "acc_busy_s")}
-        d |= {k: s[k] - o.get(k, 0) for k in ("wait_input_s", "window_full_s", "blocked_output_s")}
-        stages.append(
-            {
-                "name": s["name"],
-                "runner": s.get("runner", ""),
-                "parallelism": s.get("parallelism", 1),
-                "records_in_per_s": d["records_in"] / dt,
-                "records_out_per_s": d["records_out"] / dt,
-                "tasks_per_s": d["tasks"] / dt,
-                "worker_busy": min(1.0, d["busy_s"] / (dt * max(1, s["parallelism"]))) if s["has_worker"] else 0.0,
-                "accumulator_busy": min(1.0, d["acc_busy_s"] / dt),
-                "input_wait": min(1.0, d["wait_input_s"] / dt),
-                "window_full": min(1.0, d["window_full_s"] / dt),
-                "output_blocked": min(1.0, d["blocked_output_s"] / dt),
-            }
-        )
+        d = {k: s[k] - o.get(k, 0) for k in COUNTERS}
+        w = {"name": s["name"], "runner": s.get("runner", ""), "parallelism": s.get("parallelism", 1)}
+        w |= {f"{k}_per_s": d[k] / dt for k in ("records_in", "records_out", "tasks")}
+        w["worker_busy"] = min(1.0, d["busy_s"] / (dt * max(1, s["parallelism"]))) if s["has_worker"] else 0.0
+        w |= {name: min(1.0, d[k] / dt) for name, k in _FRACTIONS}
+        stages.append(w)
     c, oc = now["consumer"], (then["consumer"] if then else {"batches": 0, "wait_s": 0.0})
     return {
         "window_s": dt,
@@ -197,40 +184,16 @@ HISTORY_EVERY_S = 0.25
 HISTORY_KEEP_S = 60.0
 """How far back :func:`window_over` keeps snapshots (further for a longer ``window_s``)."""
 
-_WINDOW_KEYS = (
-    "records_in",
-    "records_out",
-    "tasks",
-    "busy_s",
-    "acc_busy_s",
-    "wait_input_s",
-    "window_full_s",
-    "blocked_output_s",
-)
-
-
-def _reference(snap: dict[str, Any]) -> dict[str, Any]:
-    """The part of a snapshot :func:`windowed` needs as its ``then`` (kept small: a history holds hundreds)."""
-    return {
-        "elapsed_s": snap["elapsed_s"],
-        "stages": [{"name": s["name"], **{k: s[k] for k in _WINDOW_KEYS}} for s in snap["stages"]],
-        "consumer": {"batches": snap["consumer"]["batches"], "wait_s": snap["consumer"]["wait_s"]},
-        "source": {"chunks": snap["source"]["chunks"]},
-    }
-
 
 def window_over(history: collections.deque[dict[str, Any]], snap: dict[str, Any], window_s: float) -> dict[str, Any]:
     """Rates and fractions over at least the last ``window_s`` seconds before ``snap``, for any reader.
 
     ``history`` is a ring of earlier cumulative snapshots that every reader of one pipeline shares
-    (``metrics()``, ``diagnose()``, a Prometheus scrape from a dashboard thread); the caller holds the
-    lock guarding it. The window starts at the newest kept snapshot that is at least ``window_s`` old,
-    or at the pipeline's start when there is none (the pipeline is younger, or nobody read it that
-    long ago). So a read never shortens another's window: ``diagnose()`` right after ``metrics()``
-    sees the same seconds, not the millisecond between the two calls, in which the training loop
-    (busy making both calls) never waited for data. ``snap`` is kept for later reads when the newest
-    kept snapshot is at least :data:`HISTORY_EVERY_S` old; snapshots no window can start at any more
-    are dropped.
+    (``metrics()``, ``diagnose()``, a Prometheus scrape); the caller holds the lock guarding it. The
+    window starts at the newest kept snapshot at least ``window_s`` old, or at the pipeline's start.
+    So a read never shortens another's window: ``diagnose()`` right after ``metrics()`` sees the same
+    seconds, not the millisecond between the calls, in which the training loop never waited for data.
+    ``snap`` is kept if the newest kept one is at least :data:`HISTORY_EVERY_S` old.
 
     Raises:
         ConfigError: ``window_s`` is not a positive number of seconds.
@@ -239,15 +202,18 @@ def window_over(history: collections.deque[dict[str, Any]], snap: dict[str, Any]
         raise ConfigError(f"metrics: window_s must be a positive number of seconds, got {window_s!r}")
     now = snap["elapsed_s"]
     ref = next((h for h in reversed(history) if now - h["elapsed_s"] >= window_s), None)
-    if not history or now - history[-1]["elapsed_s"] >= HISTORY_EVERY_S:
-        history.append(_reference(snap))
+    if not history or now - history[-1]["elapsed_s"] >= HISTORY_EVERY_S:  # only what windowed() reads of it
+        stages = [{"name": s["name"], **{k: s[k] for k in COUNTERS}} for s in snap["stages"]]
+        consumer = {"batches": snap["consumer"]["batches"], "wait_s": snap["consumer"]["wait_s"]}
+        source = {"chunks": snap["source"]["chunks"]}
+        history.append({"elapsed_s": now, "stages": stages, "consumer": consumer, "source": source})
     keep = max(HISTORY_KEEP_S, 2 * window_s)
     while len(history) > 1 and now - history[1]["elapsed_s"] >= keep:  # history[1] can start any window [0] can
         history.popleft()
     return windowed(snap, ref)
 
 
-def chrome_trace(stages: list[StageMetrics], pid_names: bool = True) -> dict[str, Any]:
+def chrome_trace(stages: list[StageMetrics]) -> dict[str, Any]:
     """The recorded task spans of ``stages`` as a Chrome/Perfetto trace (``chrome://tracing``, ui.perfetto.dev).
 
     One row per worker (process:thread), one complete event ("ph": "X") per task, named after its step.
@@ -257,17 +223,7 @@ def chrome_trace(stages: list[StageMetrics], pid_names: bool = True) -> dict[str
     for m in stages:
         for start, end, worker in list(m.trace or ()):
             tid = tids.setdefault(f"{m.name} {worker}", len(tids) + 1)
-            events.append(
-                {
-                    "name": m.name,
-                    "cat": m.runner,
-                    "ph": "X",
-                    "ts": start * 1e6,
-                    "dur": (end - start) * 1e6,
-                    "pid": 1,
-                    "tid": tid,
-                }
-            )
-    if pid_names:
-        events += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": n}} for n, t in tids.items()]
+            span = {"ts": start * 1e6, "dur": (end - start) * 1e6, "pid": 1, "tid": tid}
+            events.append({"name": m.name, "cat": m.runner, "ph": "X", **span})
+    events += [{"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": n}} for n, t in tids.items()]
     return {"traceEvents": events, "displayTimeUnit": "ms"}

@@ -31,7 +31,7 @@ class Multiplexer:
         ctx: Context,
         inbound: queue.Queue[Message],
         round_rows: int = 0,
-    ):
+    ) -> None:
         self.lanes = lanes
         self.round_rows = round_rows
         self.fresh = all(starts[lane].delivered == 0 and starts[lane].window == 0 for lane in lanes)
@@ -42,10 +42,9 @@ class Multiplexer:
         self.leftover: dict[int, int] = {}
         self.delivered = {lane: starts[lane].delivered for lane in lanes}
         self.resume: dict[int, ResumePoint] = {lane: starts[lane].resume for lane in lanes}
-        fewest = min(lanes, key=lambda lane: (self.delivered[lane], lane))
-        self.pos = lanes.index(fewest)
-        self.arrived = {lane: -1 for lane in lanes}  # seq of the lane's last message to arrive here
-        self.yielded = {lane: 0 for lane in lanes}  # microbatches that arrived
+        self.pos = lanes.index(min(lanes, key=lambda lane: (self.delivered[lane], lane)))  # where a resumed round stood
+        self.arrived = dict.fromkeys(lanes, -1)  # seq of the lane's last message to arrive here
+        self.yielded = dict.fromkeys(lanes, 0)  # microbatches that arrived
         self.finished = False
         self.started = False
         self.consumer = ConsumerMetrics()
@@ -66,8 +65,7 @@ class Multiplexer:
     def outlook(self, lane: int, in_flight: int, passed: int) -> float:
         """Microbatches of ``lane`` expected here: those waiting, and those its ``in_flight`` feeder
         messages should yield at the lane's rate so far (microbatches per message of the ``passed``
-        ones: those through the whole pipeline, whether they yielded or their records are held by an
-        operator). The feeder feeds the lane with the lowest outlook first."""
+        ones, those through the whole pipeline, see :mod:`~zephon_core.runtime.feeder`)."""
         rate = self.yielded[lane] / passed if passed > 0 else 0.0
         return len(self.ready[lane]) + in_flight * rate
 
@@ -81,14 +79,10 @@ class Multiplexer:
             raise err from err.__cause__  # keep the failure's own cause, not the shutdown signal
         if msg.lane in self.arrived:
             self.arrived[msg.lane] = max(self.arrived[msg.lane], msg.seq)
-        if msg.kind is Kind.DATA:
-            body = msg.body
-            if isinstance(body, tuple):  # the microbatches cut from one message (runtime/batch.py)
-                self.ready[msg.lane].extend(body)
-                self.yielded[msg.lane] += len(body)
-            else:
-                self.ready[msg.lane].append(body)
-                self.yielded[msg.lane] += 1
+        if msg.kind is Kind.DATA:  # a tuple: the microbatches cut from one message (runtime/batch.py)
+            got = msg.body if isinstance(msg.body, tuple) else (msg.body,)
+            self.ready[msg.lane].extend(got)
+            self.yielded[msg.lane] += len(got)
         elif msg.kind is Kind.LANE_END:
             self.ended.add(msg.lane)
             self.leftover[msg.lane] = int(msg.body or 0)

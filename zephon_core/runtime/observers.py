@@ -1,10 +1,9 @@
 """Observers: what a pipeline attaches, through the ``zephon_register_observers`` hook, to watch its run.
 
-The kernel writes no observability data itself: the provenance manifest (``options(manifest=PATH)``)
-is written by zephon-observe, registered as the observer of the ``manifest`` option. This module is
-the kernel's side of that hook: it finds an option's observer (or says which package to install),
-starts it, and hands it every delivered microbatch. Nothing here imports an observer's code until
-its option is set, so a pipeline without one imports none of it.
+The kernel writes no observability data itself (the provenance manifest of ``options(manifest=PATH)``
+is zephon-observe's). This is the kernel's side of the hook: it finds an option's observer (or says
+which package to install), starts it, and hands it every delivered microbatch. An observer's code is
+imported only once its option is set.
 """
 
 from __future__ import annotations
@@ -22,17 +21,14 @@ if TYPE_CHECKING:
     from zephon_core.work.contract import WorkSource
 
 GROUP_STEPS = 256
-"""Default rounds per manifest part file (``options(manifest_every_steps=...)``).
-
-A kernel option's default, so it lives here rather than in the package that writes the manifest."""
+"""Default rounds per manifest part file (``options(manifest_every_steps=...)``): a kernel option's default."""
 
 
 def observer_for(option: str, plugins: ZephonPluginManager | None = None) -> Registration:
     """The observer registered for ``option``, in ``plugins`` (default: the installed plugins).
 
     Raises:
-        ConfigError: no installed package registers it; the one line names the package to install
-            when it is a first-party one (``manifest``: zephon-observe).
+        ConfigError: no installed package registers it (naming the package when it is first-party).
     """
     registry = (plugins if plugins is not None else default_plugin_manager()).registry
     if option in registry.names("observer"):
@@ -46,8 +42,7 @@ def check_observer(option: str, value: Any) -> None:
     """Fail now, when ``options(<option>=value)`` is set, if no observer is installed or it rejects ``value``.
 
     Looked up among the installed plugins (an ``Options`` has no plugin manager of its own); the
-    pipeline looks again in its own manager when it starts (:func:`start_observer`).
-    """
+    pipeline looks again in its own when it starts (:func:`start_observer`)."""
     check = observer_for(option).extra.get("check")
     if check is not None:
         load_object(check)(value)

@@ -1,13 +1,12 @@
 """The main loop of a processes-runner worker: load the function once, then answer tasks in order.
 
-A worker runs in its own process (forked from the fork server, :mod:`zephon_core.runtime.forkserver`,
-or spawned): it ignores SIGINT (the parent decides when to stop), exits when its parent goes away,
-takes the parent's environment, and reports every failure as a message instead of dying, so the
-pool (:mod:`zephon_core.runtime.processes`) fails only the task that failed.
+A worker reports every failure as a message instead of dying, so the pool
+(:mod:`zephon_core.runtime.processes`) fails only the task that failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import select
@@ -32,19 +31,13 @@ class RemoteError(Exception):
         self, type_name: str, message: str, tb: str, index: int | None = None, fused_step: int | None = None
     ) -> None:
         super().__init__(message if index is not None else f"{type_name}: {message}")
-        self.type_name = type_name
-        self.message = message
-        self.remote_traceback = tb
-        self.index = index
-        self.fused_step = fused_step
+        self.type_name, self.message, self.remote_traceback = type_name, message, tb
+        self.index, self.fused_step = index, fused_step
 
 
 def _exit_with_parent(sock: socket.socket) -> None:
-    """Exit when the runner's end of the socket goes away (its process died, even by SIGKILL).
-
-    A worker blocked in ``recv`` sees end-of-file anyway; this thread is for one busy in, or stuck
-    inside, a user function, which would otherwise outlive the job holding its memory.
-    """
+    """Exit when the runner's end of the socket goes away (its process died, even by SIGKILL): one
+    blocked in ``recv`` sees end-of-file anyway, one stuck in a user function would outlive the job."""
     events = select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
     def watch() -> None:
@@ -73,10 +66,8 @@ def _worker_main(sock: socket.socket, preload: tuple[str, ...], env: dict[str, s
         os.environ.clear()
         os.environ.update(env)
     for name in preload:
-        try:
+        with contextlib.suppress(Exception):  # unpickling the function reports a real problem clearly
             importlib.import_module(name)
-        except Exception:  # unpickling the function reports a real problem with a clear message
-            pass
     np_random = sys.modules.get("numpy.random")
     if np_random is not None:  # forked workers would otherwise share the server's global numpy seed
         np_random.seed()

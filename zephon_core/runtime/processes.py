@@ -1,43 +1,20 @@
 """The processes runner: a pool of worker processes per operator.
 
-This module is the pool (its I/O thread, dispatch, failures and resizing); the fork server and what
-it preloads are in :mod:`zephon_core.runtime.forkserver`, a worker's main loop in
-:mod:`zephon_core.runtime.process_worker`, and the messages between them in :mod:`zephon_core.runtime.shm`.
+This module is the pool: its I/O thread, dispatch, failures and resizing (the fork server is in
+:mod:`~zephon_core.runtime.forkserver`, a worker's loop in :mod:`~zephon_core.runtime.process_worker`,
+the messages in :mod:`~zephon_core.runtime.shm`, the design in docs/performance.md). The I/O thread
+starts the workers, so building the pipeline does not wait for them: tasks queue until one is ready.
 
-Starting. Workers come from the ``forkserver`` start method where the platform has it (``spawn``
-elsewhere): a fork server is one clean, single-threaded interpreter started once per training process,
-which imports the script, numpy and the kernel once (plus the first pool's function modules) and then
-forks each worker in milliseconds, where ``spawn`` would boot and import a fresh interpreter per
-worker (0.3 s of CPU each; 2.5 s for four workers on a busy two-core machine). Forking from the
-server, never from the pipeline's own multithreaded process, keeps ``fork``'s usual hazards away; the
-environment is passed along so a worker sees the parent's current variables, as with ``spawn``. The
-pool is started by its I/O thread, so building the pipeline does not wait for it: the feeder and the
-source warm up while the workers start, and tasks queue until a worker says it is ready.
-
-Messages. One Unix socket per worker carries pickle-5 frames (:mod:`zephon_core.runtime.shm`): a
-message whose arrays total 64 KiB or more has them copied once into a shared-memory segment that the
-receiver views without copying, from a small per-worker ring of reusable ``memfd`` segments. Nothing
-is placed in ``/dev/shm`` and every descriptor is closed right after it is mapped, so a killed process
-cannot leave anything behind. The worker function is sent once per pool (its data, e.g. an in-memory
-reader's records, copied once for all workers). A worker is sent its next task while it still runs
-the current one, when that task's frame is small enough to wait in the socket's buffer (which
-segments make it): it then never sits idle for a round trip between tasks, and a write can never
-block against a worker that is itself blocked writing its result.
-
-Failure. A worker that dies (SIGKILL, segfault, out of memory) is noticed through its process
-sentinel or its socket, and the task it held fails with :class:`WorkerCrashedError` at once, so the
-training loop sees an error within a second, never a hang. A worker that dies while it holds no task
-loses no work: it is replaced, with a warning, so the pool never silently runs narrower (a pool that
-keeps losing workers, :data:`MAX_REPLACEMENTS` per worker, fails instead). A worker that exits before it
-is ready usually means the script cannot be imported again: without an ``if __name__ == "__main__":``
-guard, each worker re-runs the whole script; the error says so. A worker whose parent dies (even by
-SIGKILL) exits: a watchdog thread sees the socket hang up, so not even a worker stuck in a user
-function outlives the job.
+A worker that dies (SIGKILL, segfault, out of memory) is noticed through its process sentinel or its
+socket, and the task it held fails with :class:`WorkerCrashedError` at once: the training loop sees an
+error, never a hang. One that dies holding no task is replaced with a warning, so the pool never
+silently runs narrower (at most :data:`MAX_REPLACEMENTS` times per worker: a crash loop fails).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import itertools
 import os
@@ -51,15 +28,11 @@ from typing import Any, cast
 
 from zephon_core.errors import ConfigError, WorkerCrashedError
 from zephon_core.ops.contract import WorkerFn
-from zephon_core.runtime.forkserver import _PRELOAD as _PRELOAD
-from zephon_core.runtime.forkserver import _bootstrap_hint as _bootstrap_hint
-from zephon_core.runtime.forkserver import _context as _context
-from zephon_core.runtime.forkserver import _modules_of as _modules_of
+from zephon_core.runtime.forkserver import _PRELOAD, _bootstrap_hint, _context, _modules_of
 from zephon_core.runtime.fusion import FusedWorker
-from zephon_core.runtime.process_worker import _READY as _READY
+from zephon_core.runtime.process_worker import _READY, _worker_main
 from zephon_core.runtime.process_worker import RemoteError as RemoteError
-from zephon_core.runtime.process_worker import _worker_main as _worker_main
-from zephon_core.runtime.shm import Broadcast, Channel, Encoded, FrameTooLarge, encode
+from zephon_core.runtime.shm import Broadcast, Channel, FrameTooLarge, encode
 
 _QUEUED_FRAME_MAX = 64 * 1024
 """A task is sent to a worker still running its previous one (so it never waits for a round trip)
@@ -83,13 +56,13 @@ class _ProcessExecutor:
             ) from exc
         self._label = label
         self._n = parallelism
+        self._fn_msg = fn_msg
         modules = _modules_of(fn)
         self._ctx = _context(modules)
         forked = self._ctx.get_start_method() == "forkserver"
         self._args = (tuple(dict.fromkeys([*_PRELOAD, *modules])), dict(os.environ) if forked else None)
         pairs = [socket.socketpair() for _ in range(parallelism)]
         self._channels = [Channel(parent) for parent, _ in pairs]
-        self._child_socks: list[socket.socket | None] = [child for _, child in pairs]
         self._procs: list[Any] = [None] * parallelism
         self._lock = threading.Lock()
         self._pending: collections.deque[tuple[int, Any]] = collections.deque()
@@ -102,12 +75,12 @@ class _ProcessExecutor:
         self._ids = itertools.count()
         self._wake_r, self._wake_w = os.pipe()
         self._closed = False
-        self._fn_msg = fn_msg
         self._replaced = 0
         self._target = parallelism  # workers wanted (``resize``); applied by the I/O thread
         self._retired: set[int] = set()  # slots given up by a shrink: their exit is not a crash
         self._reaped: set[int] = set()  # retired slots whose process has exited
-        self._io = threading.Thread(target=self._run, args=(fn_msg,), name=f"zephon-{label}-io", daemon=True)
+        children = [child for _, child in pairs]
+        self._io = threading.Thread(target=self._run, args=(children,), name=f"zephon-{label}-io", daemon=True)
         self._io.start()
 
     # -- the stage's side ---------------------------------------------------------------------
@@ -130,11 +103,8 @@ class _ProcessExecutor:
         return self._target
 
     def resize(self, parallelism: int) -> None:
-        """Run ``parallelism`` workers from now on (the autotuner's knob; never changes any output).
-
-        Growing starts new workers (forked from the fork server in milliseconds); shrinking retires
-        the newest ones once they finish the tasks they hold. Both happen on the I/O thread.
-        """
+        """Run ``parallelism`` workers from now on (the autotuner's knob; never changes any output). The
+        I/O thread forks new ones, or retires the newest once they finish the tasks they hold."""
         with self._lock:
             self._target = max(1, int(parallelism))
         os.write(self._wake_w, b"x")
@@ -144,7 +114,7 @@ class _ProcessExecutor:
 
     def _crash_error(self, idx: int | None) -> WorkerCrashedError:
         if idx is None:
-            idx = next(iter(sorted(self._dead)), None)
+            idx = min(self._dead, default=None)
         proc = self._procs[idx] if idx is not None else None
         code = proc.exitcode if proc is not None else None
         why = self._why.get(idx, "") if idx is not None else ""
@@ -154,9 +124,9 @@ class _ProcessExecutor:
         return WorkerCrashedError(f"a worker process of operator {self._label!r} died (exit code {code}){detail}")
 
     # -- the I/O thread -------------------------------------------------------------------------
-    def _run(self, fn_msg: Encoded) -> None:
+    def _run(self, children: list[socket.socket]) -> None:
         try:
-            self._start_workers(fn_msg)
+            self._start_workers(children)
         except BaseException as exc:  # e.g. no process can be created: every task fails, clearly
             for i in range(self._n):
                 self._why[i] = f"the pool could not start: {type(exc).__name__}: {exc}"
@@ -166,36 +136,44 @@ class _ProcessExecutor:
                 self._on_death(i)
         self._loop()
 
-    def _start_workers(self, fn_msg: Encoded) -> None:
+    def _start_workers(self, children: list[socket.socket]) -> None:
         """Start every worker, then send each the function (its data copied once for all of them)."""
         try:
-            for i in range(self._n):
+            for i, child in enumerate(children):
                 if self._closed:
                     return
-                self._spawn(i)
-            message = Broadcast(fn_msg)
+                self._spawn(i, child)
+            message = Broadcast(self._fn_msg)
             try:
-                for i in range(self._n):
-                    try:
-                        self._channels[i].send_broadcast(message)
-                    except OSError:  # died already: its sentinel tells
-                        pass
+                for ch in self._channels[: self._n]:
+                    with contextlib.suppress(OSError):  # died already: its sentinel tells
+                        ch.send_broadcast(message)
             finally:
                 message.close()
         finally:
-            for i, child in enumerate(self._child_socks):
-                if child is not None:
-                    child.close()
-                    self._child_socks[i] = None
+            for child in children:
+                child.close()
 
-    def _spawn(self, i: int) -> None:
-        child = self._child_socks[i]
-        proc = self._ctx.Process(
-            target=_worker_main, args=(child, *self._args), daemon=True, name=f"zephon-{self._label}-{i}"
-        )
+    def _spawn(self, i: int, child: socket.socket) -> None:
+        """Start the worker of slot ``i`` on ``child`` (the caller then closes its copy, so that the
+        worker's death reads as end-of-file)."""
+        name = f"zephon-{self._label}-{i}"
+        proc = self._ctx.Process(target=_worker_main, args=(child, *self._args), daemon=True, name=name)
         proc.start()
         with self._lock:
             self._procs[i] = proc
+
+    def _launch(self, i: int, child: socket.socket) -> None:
+        """Start a worker in slot ``i`` on its new socket and send it the function."""
+        try:
+            self._spawn(i, child)
+            message = Broadcast(self._fn_msg)
+            try:
+                self._channels[i].send_broadcast(message)
+            finally:
+                message.close()
+        finally:
+            child.close()
 
     def _replace(self, i: int, code: int | None) -> bool:
         """Start a new worker in slot ``i`` (its predecessor died holding no task); False if it cannot."""
@@ -205,64 +183,41 @@ class _ProcessExecutor:
         parent, child = socket.socketpair()
         self._channels[i].close()
         self._channels[i] = Channel(parent)
-        self._child_socks[i] = child
         try:
-            self._spawn(i)
-            message = Broadcast(self._fn_msg)
-            try:
-                self._channels[i].send_broadcast(message)
-            finally:
-                message.close()
+            self._launch(i, child)
         except Exception:
             return False
-        finally:
-            child.close()
-            self._child_socks[i] = None
-        if old is not None and old.exitcode is not None:
+        if old.exitcode is not None:
             old.close()
         self._replaced += 1
         with self._lock:
             self._dead.discard(i)
-        warnings.warn(
-            f"a worker process of operator {self._label!r} died while idle (exit code {code}) and was replaced; "
-            "no task was lost",
-            RuntimeWarning,
-            stacklevel=1,
-        )
+        msg = f"a worker process of operator {self._label!r} died while idle (exit code {code}) and was replaced"
+        warnings.warn(f"{msg}; no task was lost", RuntimeWarning, stacklevel=1)
         return True
 
     def _slots(self) -> list[int]:
-        """Slots that count toward the target: not retired, alive or crashed (a crash is not a shrink:
-        it fails the tasks it held, or is replaced by :meth:`_replace` when idle, never here)."""
+        """Slots that count toward the target: all but retired ones (a crashed slot is not a shrink:
+        it fails the tasks it held, or is replaced when idle)."""
         return [i for i in range(len(self._procs)) if i not in self._retired]
 
     def _apply_resize(self) -> None:
         """Grow or shrink the pool towards ``resize``'s target (I/O thread only)."""
         slots = self._slots()
-        if len(slots) < self._target:
-            for _ in range(self._target - len(slots)):
-                i = len(self._procs)
-                parent, child = socket.socketpair()
+        for _ in range(self._target - len(slots)):
+            i = len(self._procs)
+            parent, child = socket.socketpair()
+            with self._lock:
+                self._channels.append(Channel(parent))
+                self._procs.append(None)
+                self._busy[i] = collections.deque()
+            try:
+                self._launch(i, child)
+            except Exception as exc:
+                self._why[i] = f"it could not be added: {type(exc).__name__}: {exc}"
                 with self._lock:
-                    self._channels.append(Channel(parent))
-                    self._child_socks.append(child)
-                    self._procs.append(None)
-                    self._busy[i] = collections.deque()
-                try:
-                    self._spawn(i)
-                    message = Broadcast(self._fn_msg)
-                    try:
-                        self._channels[i].send_broadcast(message)
-                    finally:
-                        message.close()
-                except Exception as exc:
-                    self._why[i] = f"it could not be added: {type(exc).__name__}: {exc}"
-                    with self._lock:
-                        self._dead.add(i)
-                finally:
-                    child.close()
-                    self._child_socks[i] = None
-        elif len(slots) > self._target:
+                    self._dead.add(i)
+        if len(slots) > self._target:
             crashed_first = sorted(slots, key=lambda i: (i not in self._dead, -i))  # then the newest
             with self._lock:
                 for i in crashed_first[: len(slots) - self._target]:
@@ -272,10 +227,8 @@ class _ProcessExecutor:
             if not self._busy[i]:  # its last task is answered: ask it to exit
                 with self._lock:
                     self._dead.add(i)
-                try:
+                with contextlib.suppress(OSError):
                     self._channels[i].send(None)
-                except OSError:
-                    pass
 
     def _dispatch(self) -> None:
         """Send pending tasks: first to idle workers, then one more to each busy worker, queued in its
@@ -298,17 +251,12 @@ class _ProcessExecutor:
                 self._channels[i].send_encoded(encode((tid, task)), max_frame=_QUEUED_FRAME_MAX if queued else None)
             except ConnectionError:  # the worker died: its sentinel or socket reports it and fails the task
                 pass
-            except (FrameTooLarge, OSError) as exc:
+            except Exception as exc:  # nothing was written: too large to queue, no segment now, or unpicklable
                 with self._lock:
                     self._busy[i].remove(tid)
-                    if queued:  # too large to queue (or no segment for it now): wait for an idle worker
+                    if queued and isinstance(exc, (FrameTooLarge, OSError)):  # wait for an idle worker
                         self._pending.appendleft((tid, task))
                         return
-                    fut = self._futures.pop(tid)
-                fut.set_exception(exc)
-            except Exception as exc:  # nothing was written: the task cannot be pickled
-                with self._lock:
-                    self._busy[i].remove(tid)
                     fut = self._futures.pop(tid)
                 fut.set_exception(exc)
             del task
@@ -362,12 +310,11 @@ class _ProcessExecutor:
             if tid in self._busy[i]:
                 self._busy[i].remove(tid)  # the head: a worker runs its tasks in the order sent
             fut = self._futures.pop(tid, None)
-        if fut is None or fut.done():  # cancelled meanwhile
-            return True
-        if ok:
-            fut.set_result(value)
-        else:
-            fut.set_exception(RemoteError(*value))
+        if fut is not None and not fut.done():  # else cancelled meanwhile
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(RemoteError(*value))
         return True
 
     def _drain(self, i: int) -> None:
@@ -382,9 +329,7 @@ class _ProcessExecutor:
                 return
 
     def _on_retired_exit(self, i: int) -> None:
-        proc = self._procs[i]
-        if proc is not None:
-            proc.join(timeout=0.1)
+        self._procs[i].join(timeout=0.1)
         with self._lock:
             self._reaped.add(i)  # stays retired and dead: the slot is not used again
 
@@ -400,7 +345,7 @@ class _ProcessExecutor:
         self._drain(i)
         with self._lock:
             idle = not self._busy[i] and i in self._was_ready
-        if idle and self._replace(i, proc.exitcode if proc is not None else None):
+        if idle and self._replace(i, proc.exitcode):
             return
         with self._lock:
             # the task it held, and any queued behind it (the pipeline stops on the error anyway)
@@ -422,30 +367,24 @@ class _ProcessExecutor:
             self._closed = True
         os.write(self._wake_w, b"x")
         self._io.join(timeout=10)
-        procs = [(i, p) for i, p in enumerate(self._procs) if p is not None]
-        for i, _ in procs:
-            if i not in self._dead:
-                try:
+        procs = [p for p in self._procs if p is not None]
+        for i, p in enumerate(self._procs):
+            if p is not None and i not in self._dead:
+                with contextlib.suppress(Exception):
                     self._channels[i].sock.settimeout(0.5)
                     self._channels[i].send(None)
-                except Exception:
-                    pass
         deadline = time.monotonic() + 2.0
-        for _, p in procs:
+        for p in procs:
             p.join(max(0.0, deadline - time.monotonic()))
-        for _, p in procs:
+        for p in procs:
             if p.is_alive():  # hung in a user function: it will not read the stop message
                 p.kill()
-        for _, p in procs:
+        for p in procs:
             p.join(timeout=2)
             if not p.is_alive():
                 p.close()  # releases its sentinel descriptor now, not at garbage collection
         for c in self._channels:
             c.close()
-        for i, child in enumerate(self._child_socks):
-            if child is not None:
-                child.close()
-                self._child_socks[i] = None
         os.close(self._wake_r)
         os.close(self._wake_w)
         for f in self._futures.values():

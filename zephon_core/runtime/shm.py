@@ -1,34 +1,13 @@
 """Messages between the processes runner and its workers: pickle-5 frames on a Unix socket, with the
-large buffers of a message coalesced into one shared-memory segment.
+large buffers of a message coalesced into one shared-memory segment (the design and its measurements
+are in docs/performance.md, "How a message travels").
 
-Why: copying image-sized arrays through a pipe costs two kernel copies per buffer and one system call
-per buffer, and allocating fresh memory per message costs a page fault per 4 KiB page (measured at
-about 3 ms per MB on the project's machine, more than the copy itself). So a message whose
-out-of-band buffers total :data:`SEGMENT_THRESHOLD` or more travels like this:
-
-* the sender copies every buffer, once, into one segment at 64-byte aligned offsets (the pickle
-  stream too, when it is large) and sends a small frame with the table of offsets;
-* the receiver unpickles with numpy views into its mapping of the segment: no copy. The views hold
-  one *lease* (a numpy array over the used part of the segment); when the last view is garbage
-  collected the lease's finalizer marks the segment free again in a control page both sides map;
-* each sender keeps a small ring (:data:`MAX_SLOTS`) of segments per connection and reuses free ones,
-  so pages are faulted in once and the receiver maps each segment once (the file descriptor of a
-  segment crosses the socket only the first time a slot is used, or when it is regrown). When every
-  slot is leased (a consumer holding many batches), or the ring holds :data:`RING_BYTES` already,
-  the message gets a one-off segment that is freed when its last view goes.
-
-Nothing can leak when a process is SIGKILLed: a segment is an anonymous ``memfd`` (no name in
-``/dev/shm``, nothing on disk), and every descriptor is closed right after it is mapped or sent. The
-memory lives exactly as long as some process maps it (or a descriptor is queued in a socket), and the
-kernel drops both when the process dies. Small messages (the common case for text pipelines) keep the
-plain path: one ``sendmsg`` with the frame, the pickle stream and the buffers.
-
-Without ``memfd`` (not Linux) every message takes the plain path (and without ``sendmsg``, on Windows,
-one ``sendall`` per part).
-
-This module is the channel (frames, the ring of segments, leases); the segments themselves are made and
-mapped in :mod:`zephon_core.runtime.shm_segments`, and messages are pickled in
-:mod:`zephon_core.runtime.shm_encoding`.
+From :data:`SEGMENT_THRESHOLD` on, a message's out-of-band buffers are copied once into a segment and
+its frame carries their offsets; the receiver unpickles numpy views of the segment that share one
+*lease*, an array whose finalizer marks the segment free in a control page both sides map. The sender
+then reuses it: it keeps a ring of segments per connection, since faulting in fresh pages costs more
+than the copy. Segments are made in :mod:`~zephon_core.runtime.shm_segments`, messages pickled in
+:mod:`~zephon_core.runtime.shm_encoding`.
 """
 
 from __future__ import annotations
@@ -108,10 +87,8 @@ def _fill(target: np.ndarray, enc: Encoded, placed: _Placed) -> None:
 
 
 def _segment_frame(enc: Encoded, placed: _Placed, flags: int, slot: int, size: int) -> list[Any]:
-    table = _table(placed.offsets, enc.sizes)
-    in_seg = placed.pickle_off >= 0
-    body = [table] if in_seg else [table, enc.stream]
-    blen = len(table) + (0 if in_seg else len(enc.stream))
+    body = [_table(placed.offsets, enc.sizes), *([] if placed.pickle_off >= 0 else [enc.stream])]
+    blen = sum(len(b) for b in body)
     header = _HEADER.pack(_KIND_SEGMENT, flags, slot, len(enc.sizes), len(enc.stream), blen, size, placed.pickle_off)
     return [header, *body]
 
@@ -122,9 +99,7 @@ class Broadcast:
     reader): every worker of a pool gets it for the price of one copy."""
 
     def __init__(self, enc: Encoded) -> None:
-        self.encoded = enc
-        self.fd = -1
-        self.placed = _Placed([], -1, 0)
+        self.encoded, self.fd, self.placed = enc, -1, _Placed([], -1, 0)
         if enc.large:
             placed = _place(enc)
             try:
@@ -171,12 +146,9 @@ class Channel:
         self.send_encoded(encode(obj))
 
     def send_encoded(self, enc: Encoded, *, max_frame: int | None = None) -> None:
-        """Send a message encoded beforehand.
-
-        With ``max_frame``, the frame written to the socket must not exceed that many bytes (it is
-        queued behind a task the peer is still running, so it has to fit the socket's buffer: a
-        larger write would block while the peer may be blocked writing to us). Raises
-        :class:`FrameTooLarge`, having written nothing, when it would.
+        """Send a message encoded beforehand; with ``max_frame``, raise :class:`FrameTooLarge` (having
+        written nothing) rather than write a longer frame: one queued behind a task the peer still runs
+        must fit the socket's buffer, or the write would block while the peer may be blocked writing to us.
         """
         if max_frame is not None and self.frame_bytes(enc) > max_frame:
             raise FrameTooLarge(self.frame_bytes(enc))
@@ -241,14 +213,8 @@ class Channel:
         needed), else a one-off segment. Returns the slot, a uint8 view of the segment, the size the
         peer maps, the descriptors to send with the frame and the frame's flags. Raises OSError
         (having taken nothing) when no segment can be made."""
-        if self._ctl is None:
-            fd = shm_segments.new_memfd(shm_segments.PAGE)
-            try:
-                self._ctl = np.asarray(shm_segments.map_fd(fd, shm_segments.PAGE))
-            except BaseException:
-                os.close(fd)
-                raise
-            self._ctl_fd = fd  # sent with the first frame that uses the ring
+        if self._ctl is None:  # its descriptor is sent with the first frame that uses the ring
+            self._ctl_fd, self._ctl = shm_segments.new_segment(shm_segments.PAGE)
         ctl = self._ctl
         slots = self._slots
         free = [i for i in range(len(slots)) if ctl[i] == 0]
@@ -268,18 +234,10 @@ class Channel:
             i = len(slots)
             slots.append(shm_segments.Slot(capacity))
         else:  # every slot is leased, or the ring's memory is spent: a one-off segment, freed with its views
-            fd = shm_segments.new_memfd(used)
-            try:
-                one_off = (fd, np.asarray(shm_segments.map_fd(fd, used)))
-            except BaseException:
-                os.close(fd)
-                raise
-        flags = 0
-        fds: list[int] = []
-        if self._ctl_fd >= 0:  # the peer has not mapped the control page yet
-            flags |= _FLAG_CTL_FD
-            fds.append(self._ctl_fd)
-            self._ctl_fd = -1
+            one_off = shm_segments.new_segment(used)
+        fds = [self._ctl_fd] if self._ctl_fd >= 0 else []  # the peer has not mapped the control page yet
+        flags = _FLAG_CTL_FD if fds else 0
+        self._ctl_fd = -1
         if one_off is not None:
             return _ONE_OFF, one_off[1], used, [*fds, one_off[0]], flags | _FLAG_SEG_FD
         slot = slots[i]
@@ -316,20 +274,19 @@ class Channel:
             body = bytearray(blen)
             if blen:
                 self._recv_exact(memoryview(body))
-            table = memoryview(body)[: 16 * nbufs].cast("Q")
+            whole = memoryview(body)
+            table = whole[: 16 * nbufs].cast("Q")
             spans = [(table[2 * k], table[2 * k] + table[2 * k + 1]) for k in range(nbufs)]
             table.release()
-            whole = memoryview(body)
+            stream: Any = whole[16 * nbufs : 16 * nbufs + plen]
             if kind == _KIND_INLINE:
-                bufs: list[Any] = [whole[a:b] for a, b in spans]
-                return pickle.loads(whole[16 * nbufs : 16 * nbufs + plen], buffers=bufs)
+                return pickle.loads(stream, buffers=[whole[a:b] for a, b in spans])
             lease = self._lease(flags, slot, size, fds)
             bufs = [lease[a:b] for a, b in spans]
-            data: Any = (
-                lease[pickle_off : pickle_off + plen] if pickle_off >= 0 else whole[16 * nbufs : 16 * nbufs + plen]
-            )
+            if pickle_off >= 0:
+                stream = lease[pickle_off : pickle_off + plen]
             del lease  # from here the views alone keep the segment leased
-            return pickle.loads(data, buffers=bufs)
+            return pickle.loads(stream, buffers=bufs)
         finally:
             for fd in fds:  # mapped (or refused): never kept open
                 os.close(fd)
@@ -365,10 +322,8 @@ class Channel:
         data, anc, msg_flags, _ = self.sock.recvmsg(_HEADER.size, anc_size, getattr(socket, "MSG_CMSG_CLOEXEC", 0))
         fds: list[int] = []
         for level, kind, cdata in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                a = array.array("i")
-                a.frombytes(cdata[: len(cdata) - len(cdata) % a.itemsize])
-                fds.extend(a)
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:  # whole 4-byte descriptors
+                fds.extend(array.array("i", cdata[: len(cdata) - len(cdata) % 4]))
         try:
             if msg_flags & getattr(socket, "MSG_CTRUNC", 0):
                 raise OSError("protocol error: descriptors truncated")
@@ -406,6 +361,4 @@ class Channel:
             if self._ctl_fd >= 0:
                 os.close(self._ctl_fd)
                 self._ctl_fd = -1
-            self._ctl = None
-            self._maps = {}
-            self._peer_ctl = None
+            self._ctl, self._maps, self._peer_ctl = None, {}, None

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 SEGMENT_THRESHOLD = 64 * 1024
 """Out-of-band bytes per message from which they travel in a shared segment instead of the socket."""
 
-
 _ALIGN = 64  # offsets of buffers in a segment or frame body: cache-line aligned, enough for any dtype
 _STRIDED_MIN = 4 * 1024  # non-contiguous arrays from this size go out of band (copied once, straight in)
 
@@ -42,10 +41,9 @@ def _rebuild_array(
 def _reduce_array(strided: dict[int, np.ndarray], keep: list[pickle.PickleBuffer], arr: np.ndarray) -> Any:
     """Reduce an array to its buffer, out of band; numpy's own reduction for object arrays.
 
-    Unlike numpy's protocol-5 reduction this also sends a non-contiguous array (``img[:, ::-1]``,
-    which numpy pickles in band) out of band: it becomes a placeholder buffer, and the sender copies
-    the array straight into the segment with ``np.copyto``, with no intermediate contiguous copy.
-    It is also leaner per array, which counts with a few hundred arrays per message.
+    Unlike numpy's, this sends a non-contiguous array (``img[:, ::-1]``, which numpy pickles in band)
+    out of band too, as a placeholder buffer: the sender copies it straight into the segment, with no
+    intermediate contiguous copy. It is also leaner per array, which counts with hundreds per message.
     """
     dtype = arr.dtype
     if dtype.hasobject:
@@ -79,17 +77,12 @@ class Encoded:
     @property
     def large(self) -> bool:
         """Whether this message goes through a shared segment."""
-        return shm_segments.SEGMENTS_AVAILABLE and (
-            self.total >= SEGMENT_THRESHOLD or len(self.stream) >= SEGMENT_THRESHOLD
-        )
+        return shm_segments.SEGMENTS_AVAILABLE and max(self.total, len(self.stream)) >= SEGMENT_THRESHOLD
 
 
 def encode(obj: Any) -> Encoded:
-    """Pickle ``obj`` with protocol 5, collecting (not copying) its large buffers.
-
-    Raises:
-        Exception: whatever pickling raises (an unpicklable object); nothing has been sent yet.
-    """
+    """Pickle ``obj`` with protocol 5, collecting (not copying) its large buffers; whatever pickling
+    raises (an unpicklable object) is raised before anything is sent."""
     sources: list[Any] = []
     strided: dict[int, np.ndarray] = {}
     keep: list[pickle.PickleBuffer] = []
@@ -112,8 +105,7 @@ def encode(obj: Any) -> Encoded:
 
 def layout(sizes: Sequence[int], start: int = 0) -> tuple[list[int], int]:
     """Aligned offsets for buffers of ``sizes`` placed from ``start``; returns offsets and the end."""
-    offsets = []
-    pos = start
+    offsets, pos = [], start
     for n in sizes:
         pos = -(-pos // _ALIGN) * _ALIGN
         offsets.append(pos)

@@ -1,9 +1,8 @@
 """Shared-memory segments for the processes runner's messages: anonymous ``memfd`` files, mapped.
 
-A segment is an anonymous ``memfd`` (no name in ``/dev/shm``, nothing on disk) mapped through ctypes,
-so its descriptor can be closed right after mapping: nothing is left behind when a process is killed.
-:class:`Slot` is one reusable segment of a sender's ring; how the ring is used, and the frames that
-name segments, are in :mod:`zephon_core.runtime.shm`.
+A ``memfd`` has no name in ``/dev/shm`` and nothing on disk, and is mapped through ctypes so that its
+descriptor can be closed right after mapping: nothing is left behind when a process is killed. How a
+sender's ring of :class:`Slot` segments is used, and the frames that name them, is in :mod:`zephon_core.runtime.shm`.
 """
 
 from __future__ import annotations
@@ -21,23 +20,12 @@ SEGMENTS_AVAILABLE = sys.platform.startswith("linux") and hasattr(os, "memfd_cre
 MIN_CAPACITY = 64 << 20  # virtual: a slot's pages are allocated when first written, so sizes rarely regrow
 PAGE = mmap.PAGESIZE
 
-
-class _Libc:
-    """``mmap``/``munmap`` through ctypes: Python's :class:`mmap.mmap` duplicates the descriptor and
-    keeps it open as long as the mapping lives (one descriptor per segment, for hours), while the
-    design is to close every descriptor right after mapping it."""
-
-    def __init__(self) -> None:
-        lib = ctypes.CDLL(None, use_errno=True)
-        self.mmap = lib.mmap
-        self.mmap.restype = ctypes.c_void_p
-        self.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-        self.munmap = lib.munmap
-        self.munmap.restype = ctypes.c_int
-        self.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-
-
-_libc = _Libc() if SEGMENTS_AVAILABLE else None
+_libc: ctypes.CDLL | None = None
+if SEGMENTS_AVAILABLE:  # mmap(2) itself: mmap.mmap would keep a duplicate descriptor open per mapping, for hours
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.mmap.restype, _libc.munmap.restype = ctypes.c_void_p, ctypes.c_int
+    _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
 class Mapping:
@@ -58,9 +46,6 @@ class Mapping:
         self._size = size
         self.__array_interface__ = {"data": (addr, False), "shape": (size,), "typestr": "|u1", "version": 3}
 
-    def __len__(self) -> int:
-        return self._size
-
     def __del__(self) -> None:
         if _libc is not None:
             _libc.munmap(self._addr, self._size)
@@ -74,6 +59,16 @@ def new_memfd(size: int) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def new_segment(size: int) -> tuple[int, np.ndarray]:
+    """A new segment, mapped: its descriptor (the caller sends or closes it) and a uint8 array over it."""
+    fd = new_memfd(size)
+    try:
+        return fd, np.asarray(map_fd(fd, size))
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def free_slot(ctl: np.ndarray, slot: int, pid: int) -> None:
@@ -98,12 +93,7 @@ class Slot:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.touched = 0  # bytes written at least once: the pages this slot holds in memory
-        self.fd = new_memfd(capacity)  # kept until the slot's first frame carries it to the peer
-        try:
-            self.array = np.asarray(map_fd(self.fd, capacity))
-        except BaseException:
-            os.close(self.fd)
-            raise
+        self.fd, self.array = new_segment(capacity)  # fd kept until the slot's first frame carries it to the peer
 
     def take_fd(self) -> int:
         fd, self.fd = self.fd, -1

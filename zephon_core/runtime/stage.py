@@ -4,12 +4,10 @@ The accumulator thread takes messages from the inbound queue in order, feeds dat
 accumulator and submits the resulting work to the executor. Futures go into a bounded FIFO (the
 reorder window); the emitter thread pops the FIFO's head, waits for *that* future and forwards its
 result. Results therefore leave in submission order whatever order workers finish in, and at most
-``window`` groups are in flight, so a slow consumer back-pressures the stage instead of growing
+``window`` entries are in flight, so a slow consumer back-pressures the stage instead of growing
 memory. Workers never block on a queue, so the window cannot deadlock against the reorder.
-
-Operators, the fetch stage and the batch stage all run here; what differs is described by a
-:class:`StageSpec`. The terminal (batch) stage subclasses :class:`Stage` in
-:mod:`zephon_core.runtime.batch`.
+Operators and the fetch stage run here as described by a :class:`StageSpec`; the batch stage
+subclasses :class:`Stage` (:mod:`zephon_core.runtime.batch`).
 """
 
 from __future__ import annotations
@@ -56,9 +54,9 @@ class StageSpec(Protocol):
 class Materializes(Protocol):
     """A stage-spec capability: it turns its workers' results into records itself.
 
-    When the kernel uses it: the stage calls :meth:`materialize` with each worker result instead of
-    the fanout-driven :func:`materialize` (a fused stage rebuilds its steps' tombstones in step order).
-    A ``TypeError`` from it is reported as a malformed worker result of the stage.
+    The stage calls :meth:`materialize` with each worker result instead of the fanout-driven
+    :func:`materialize` (a fused stage rebuilds its steps' tombstones in step order); a ``TypeError``
+    from it is reported as a malformed worker result.
     """
 
     def materialize(self, result: Any, work: Work) -> Records | None:
@@ -70,9 +68,8 @@ class Materializes(Protocol):
 class NamesSteps(Protocol):
     """A stage-spec capability: the stage runs several steps and can name the one that failed.
 
-    When the kernel uses it: a worker failure marked with a step number
-    (:func:`~zephon_core.ops.contract.fused_step_of`) is reported under :meth:`step_name`'s answer,
-    "fused into" the stage, instead of under the stage's own name.
+    A worker failure marked with a step number (:func:`~zephon_core.ops.contract.fused_step_of`) is
+    reported under :meth:`step_name`'s answer, "fused into" the stage, not under the stage's name.
     """
 
     def step_name(self, step: int | None) -> str | None:
@@ -146,8 +143,7 @@ class Stage:
     ) -> OperatorError:
         """The error naming the stage (or fused step), the lane and the samples ``lineage`` of a failure.
 
-        ``work`` is the failed work item, when there is one (the batch stage narrows the samples to
-        the microbatch that failed).
+        ``work`` is the failed work item, if any (the batch stage narrows the samples to its microbatch).
         """
         index = failed_slot(exc)
         if index is not None and 0 <= index < len(lineage):
@@ -158,7 +154,7 @@ class Stage:
         cls = type(exc) if isinstance(exc, OperatorError) else OperatorError
         name = self.name
         step = self.spec.step_name(fused_step_of(exc)) if isinstance(self.spec, NamesSteps) else None
-        if step is not None:  # a fused stage (runtime/fusion.py): name the step that failed
+        if step is not None:  # a fused stage: name the step that failed
             name, what = step, f"{what}, fused into {self.name!r}"
         err = cls(
             f"operator {name!r} ({what}) failed on lane {lane}, samples {self.describe_samples(lineage)}: {cause}"
@@ -167,12 +163,6 @@ class Stage:
         return err
 
     # -- accumulator side ------------------------------------------------------------------
-    def _acc(self, lane: int) -> StageAccumulator:
-        acc = self.accs.get(lane)
-        if acc is None:
-            acc = self.accs[lane] = self.new_accumulator(lane)
-        return acc
-
     def _accumulate(self) -> None:
         m = self.metrics
         while True:
@@ -193,7 +183,10 @@ class Stage:
     def _on_data(self, msg: Message) -> None:
         t0 = time.perf_counter()
         try:
-            emitted = self._acc(msg.lane).push(msg.body)
+            acc = self.accs.get(msg.lane)
+            if acc is None:
+                acc = self.accs[msg.lane] = self.new_accumulator(msg.lane)
+            emitted = acc.push(msg.body)
             self.metrics.acc_busy_s += time.perf_counter() - t0
         except Exception as exc:
             lin = msg.body.lineage if isinstance(msg.body, Records) else []  # a chunk (fetch) has no lineage yet
@@ -257,7 +250,7 @@ class Stage:
                 if isinstance(result, Timed):
                     self.metrics.task_done(result)
                     result = result.result
-                body = self._convert(msg, result, p.work)
+                body = self._convert(msg, result, work)
                 if body is None:
                     continue
                 msg = msg.with_body(body)
@@ -285,10 +278,7 @@ class Stage:
             self._check_overdue(*busy)
 
     def _check_overdue(self, started: float, lane: int, lineage: list[Lineage], units: int = 1) -> None:
-        if self.timeout_s is None:
-            return
-        limit = self.timeout_s * units
-        if time.monotonic() - started <= limit:
+        if self.timeout_s is None or time.monotonic() - started <= self.timeout_s * units:
             return
         t = f"timeout_s={self.timeout_s:g}"
         over = t if units == 1 else f"{units} x {t} (one per item)"
@@ -309,7 +299,7 @@ class Stage:
                 out = materialize(self.spec.traits.fanout, result, work)
         except TypeError as exc:
             raise self._error("worker", msg.lane, work.lineage, exc) from exc
-        if out is not None and len(out.dropped) > len(work.dropped):
+        if out is not None:
             for lin in out.dropped[len(work.dropped) :]:  # dropped by this stage's workers
                 d = dataset_of(lin[0]) if lin else -1
                 self.metrics.dropped[d] = self.metrics.dropped.get(d, 0) + 1
@@ -331,21 +321,12 @@ def materialize(fanout: str, result: Any, work: Work) -> Records | None:
     if not isinstance(result, (list, tuple)) or len(result) != n:
         got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
         raise TypeError(f"worker returned {got} outputs for {n} inputs")
-    if fanout == "one":
-        if None not in result:  # fast path: nothing dropped
-            out = Records(list(result), work.keys, work.lineage, work.dropped)
-        else:
-            out = Records([], [], [], list(work.dropped))
-            for r, k, lin in zip(result, work.keys, work.lineage):
-                if r is None:
-                    out.dropped.append(lin)
-                else:
-                    out.payloads.append(r)
-                    out.keys.append(k)
-                    out.lineage.append(lin)
+    if fanout == "one" and None not in result:  # fast path: nothing dropped
+        out = Records(list(result), work.keys, work.lineage, work.dropped)
     else:
         out = Records([], [], [], list(work.dropped))
-        for rs, k, lin in zip(result, work.keys, work.lineage):
+        per_slot = ([] if r is None else [r] for r in result) if fanout == "one" else result
+        for rs, k, lin in zip(per_slot, work.keys, work.lineage):
             if len(rs) == 1:
                 out.payloads.append(rs[0])
                 out.keys.append(k)

@@ -1,28 +1,12 @@
 """How many samples a chunk holds, and how many chunks a window holds, sized in tokens.
 
-Operators restart at every window (``flush_every_k_chunks`` chunks of a lane), so a packer pads the
-last row of each window: the fewer tokens a window holds, the more a flush costs. Latency, though,
-follows the *chunk*: a lane's first microbatch waits for its first chunk, and large chunks make the
-pipeline work on one lane for a long time while the others wait. So the two are sized apart:
-
-* chunks stay small (:data:`DEFAULT_CHUNK_SIZE` samples by default), which keeps the first batch and
-  the gaps between batches short whatever the window;
-* with ``flush_every_k_chunks="auto"`` (the pipeline's default) and token estimates available (a
-  tokenizer in the pipeline, or ``tokens_per_sample=``), a window holds
-  ``ceil(window_tokens / (chunk_size · tokens per sample))`` chunks, so a flush pads at most about one
-  row per ``window_tokens`` tokens, whatever the documents' length. Without estimates it is
-  :data:`DEFAULT_FLUSH_EVERY`.
-
-``chunk_size`` is an int, None (the default, :data:`DEFAULT_CHUNK_SIZE`) or ``"auto"``, which sizes the
-chunk instead (``window_tokens`` per :data:`DEFAULT_FLUSH_EVERY` chunks: large chunks, low padding,
-slow first batch). Chunk ``g`` stays a pure function of the configuration: the estimates, the window and
-``K`` are part of it (the checkpoint holds all three).
-
-Release 0.1 sized the *default* chunk in tokens (what ``"auto"`` does now) and flushed every 8 chunks.
-A checkpoint of such a run says so in its definition (``"chunk_size": "default"``); a pipeline that
-leaves both settings at their defaults adopts that sizing when it loads one
-(:meth:`ChunkSizing.use_release_0_1_default`), so an upgraded run resumes with the same batches.
-"""
+Chunks stay small (latency follows the chunk) while windows, where operators restart and a packer
+pads, hold ``window_tokens`` tokens; docs/curricula.md ("Windows sized in tokens") says why. Chunk
+``g`` stays a pure function of the configuration: estimates, window and ``K`` are in the checkpoint.
+Release 0.1 sized the *default* chunk in tokens and flushed every 8 chunks; its checkpoints say
+``"chunk_size": "default"``, and a pipeline that leaves both settings at their defaults adopts that
+sizing when it loads one (:meth:`ChunkSizing.use_release_0_1_default`), so it resumes with the same
+batches."""
 
 from __future__ import annotations
 
@@ -40,9 +24,7 @@ DEFAULT_CHUNK_SIZE = 256
 """Samples per chunk unless told otherwise: small enough that a lane's first chunk is ready fast."""
 
 DEFAULT_WINDOW_TOKENS = 1 << 22
-"""Tokens one window (``K`` chunks of a lane) holds at least when it is sized (4Mi). A flush pads about half a
-row (1,024 tokens of a 2,048-token row): 0.1 percentage points per 1Mi-token window, 0.025 per 4Mi.
-Larger windows cost replay on resume (a resumed lane re-reads up to one window)."""
+"""Tokens a sized window (``K`` chunks of a lane) holds at least: 4Mi, so a flush pads about 0.025 pp."""
 
 DEFAULT_FLUSH_EVERY = 8
 """Chunks per window without token estimates (and for ``chunk_size="auto"``, which sizes the chunk)."""
@@ -51,15 +33,6 @@ LEGACY_DEFAULT = "default"
 """How release 0.1 described a default ``chunk_size`` in a definition (sized in tokens when it could be)."""
 
 ChunkSize = int | Literal["auto"] | None
-
-
-def check_chunk_size(value: Any) -> ChunkSize:
-    """Validate a ``chunk_size`` argument."""
-    if value is None or value == "auto":
-        return None if value is None else "auto"
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_CHUNK_SIZE:
-        raise ConfigError(f"chunk_size must be an int in [1, {MAX_CHUNK_SIZE}], 'auto' or None, got {value!r}")
-    return value
 
 
 def auto_chunk_size(window_tokens: int, flush_every: int, tokens_per_sample: float) -> int:
@@ -80,16 +53,19 @@ def mean_tokens(sample_weights: Sequence[float], tokens_per_sample: Sequence[flo
 
 class ChunkSizing:
     """Mixin for work sources: ``chunk_size`` as an int, ``"auto"`` or None (see the module docstring).
-
     Subclasses call :meth:`_init_chunking`, keep ``tokens_per_sample`` (dict or None) and implement
     :meth:`_fewest_tokens_per_sample` (the smallest mean tokens per sample their mixture reaches).
-    One that keeps state derived from its configuration overrides :meth:`_clone` to reset it.
-    """
+    One that keeps state derived from its configuration overrides :meth:`_clone` to reset it."""
 
     tokens_per_sample: dict[str, float] | None
 
     def _init_chunking(self, chunk_size: Any, window_tokens: Any) -> None:
-        self.chunk_setting: ChunkSize = check_chunk_size(chunk_size)
+        if chunk_size is not None and chunk_size != "auto":
+            if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or not 0 < chunk_size <= MAX_CHUNK_SIZE:
+                raise ConfigError(
+                    f"chunk_size must be an int in [1, {MAX_CHUNK_SIZE}], 'auto' or None, got {chunk_size!r}"
+                )
+        self.chunk_setting: ChunkSize = "auto" if chunk_size == "auto" else chunk_size
         if not isinstance(window_tokens, int) or isinstance(window_tokens, bool) or window_tokens < 1:
             raise ConfigError(f"window_tokens must be an int >= 1, got {window_tokens!r}")
         self.window_tokens = window_tokens
@@ -114,11 +90,9 @@ class ChunkSizing:
         """Samples per chunk, resolved (``"auto"`` from the estimates and the window)."""
         if isinstance(self.chunk_setting, int):
             return self.chunk_setting
-        if self.chunk_setting is None and not self.__dict__.get("_release_0_1_default", False):
+        if self.chunk_setting is None and (self.tokens_per_sample is None or not self.uses_release_0_1_default):
             return DEFAULT_CHUNK_SIZE
         if self.tokens_per_sample is None:
-            if self.chunk_setting is None:
-                return DEFAULT_CHUNK_SIZE
             raise ConfigError(
                 "chunk_size='auto' needs token estimates: add a tokenizer operator to the pipeline or pass "
                 "tokens_per_sample= to the source"
@@ -127,10 +101,8 @@ class ChunkSizing:
         key = (k, tuple(sorted(self.tokens_per_sample.items())))
         cached = self.__dict__.get("_chunk_cache")
         if cached is None or cached[0] != key:  # copies may change the estimates or the window
-            cached = self.__dict__["_chunk_cache"] = (
-                key,
-                auto_chunk_size(self.window_tokens, k, self._fewest_tokens_per_sample()),
-            )
+            size = auto_chunk_size(self.window_tokens, k, self._fewest_tokens_per_sample())
+            cached = self.__dict__["_chunk_cache"] = (key, size)
         return cached[1]
 
     def with_window(self, flush_every_k_chunks: int) -> Any:
@@ -140,11 +112,9 @@ class ChunkSizing:
         return clone
 
     def flush_every_for_window(self) -> int:
-        """``flush_every_k_chunks="auto"`` resolved: enough chunks that a window holds ``window_tokens`` tokens.
-
-        Needs token estimates (else :data:`DEFAULT_FLUSH_EVERY`); with ``chunk_size="auto"`` (or release
-        0.1's default sizing) the chunk is sized instead and the window keeps :data:`DEFAULT_FLUSH_EVERY`.
-        """
+        """``flush_every_k_chunks="auto"`` resolved: enough chunks that a window holds ``window_tokens``
+        tokens. :data:`DEFAULT_FLUSH_EVERY` without token estimates, or when the chunk is sized
+        instead."""
         if self.tokens_per_sample is None or self.chunk_setting == "auto" or self.uses_release_0_1_default:
             return DEFAULT_FLUSH_EVERY
         return auto_flush_every(self.window_tokens, self.chunk_size, self._fewest_tokens_per_sample())
@@ -155,21 +125,15 @@ class ChunkSizing:
         return self.chunk_setting is None and bool(self.__dict__.get("_release_0_1_default", False))
 
     def use_release_0_1_default(self, on: bool = True) -> None:
-        """Size a default ``chunk_size`` as release 0.1 did (in tokens, for windows of 8 chunks), or stop.
-
-        Called by the pipeline when it loads a checkpoint of such a run; has no effect on an explicit
-        ``chunk_size``.
-        """
+        """Size a default ``chunk_size`` as release 0.1 did (in tokens, for windows of 8 chunks), or stop:
+        the pipeline calls it when it loads a checkpoint of such a run."""
         self.__dict__["_release_0_1_default"] = on
         self.__dict__.pop("_chunk_cache", None)
 
     def describe_chunking(self) -> dict[str, Any]:
         """Fingerprint entries: the resolved setting, and the window for chunks sized in tokens."""
-        if self.chunk_setting is None:
-            if self.uses_release_0_1_default:
-                return {"chunk_size": LEGACY_DEFAULT, "window_tokens": self.window_tokens}
-            return {"chunk_size": DEFAULT_CHUNK_SIZE}
-        out: dict[str, Any] = {"chunk_size": self.chunk_setting}
+        if self.uses_release_0_1_default:
+            return {"chunk_size": LEGACY_DEFAULT, "window_tokens": self.window_tokens}
         if self.chunk_setting == "auto":
-            out["window_tokens"] = self.window_tokens
-        return out
+            return {"chunk_size": "auto", "window_tokens": self.window_tokens}
+        return {"chunk_size": self.chunk_setting or DEFAULT_CHUNK_SIZE}

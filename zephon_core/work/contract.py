@@ -1,21 +1,11 @@
 """The work-source contract: what to train on, as numbered chunks of sample pointers.
 
-A work source does no payload I/O. It owns a table of datasets and answers one question: which
-samples form chunk ``g``? Chunk ``g`` must be a pure function of the source's configuration (and of
-its :meth:`~WorkSource.state_dict`, for sources whose plan can change during a run) and ``g``. That
-is what makes lanes cheap and elastic: a lane owns chunks ``g ≡ lane (mod L)`` and computes any of
-them directly, so resuming on another world size needs nothing but chunk numbers.
-
-Implement :class:`WorkSource` (a protocol: any object with these members works) or subclass
-:class:`BaseWorkSource`, which supplies everything but :meth:`~WorkSource.chunk` and
-:meth:`~WorkSource.describe`. A source may also declare optional capabilities, each a small protocol
-below that the pipeline checks with ``isinstance`` (so a member spelled differently is not a
-capability): :class:`TokenSized`, :class:`TokenEstimated`, :class:`LaneBound`, :class:`Windowed`,
-:class:`Steerable`, :class:`PlanVersioned`, :class:`LaneStateful`, :class:`ReportsExhaustion`
-and, on what the feeder reads, :class:`Paced`. Operators never see the source: what they need about it travels as a
-:class:`SourceInfo`, and each record's dataset travels inside its sample ids
-(:func:`zephon_core.work.ids.dataset_of`).
-"""
+A work source does no payload I/O: it owns a table of datasets and says which samples form chunk
+``g``, a pure function of its configuration (and :meth:`~WorkSource.state_dict`) and ``g``. That
+makes lanes cheap and elastic: a lane computes any of its chunks directly, so resuming on another
+world size needs nothing but chunk numbers. The optional capabilities below are protocols the
+pipeline checks with ``isinstance``. Operators never see the source: what they need travels as a
+:class:`SourceInfo`, and each record's dataset inside its sample ids."""
 
 from __future__ import annotations
 
@@ -47,10 +37,8 @@ class Pointer:
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """Chunk ``number`` of the global sequence: parallel arrays of dataset number, shard and index.
-
     ``offset`` is the position of the first pointer within the chunk: a part of a chunk (see
-    :meth:`part`) keeps the identity of its pointers.
-    """
+    :meth:`part`) keeps the identity of its pointers."""
 
     number: int
     dataset: np.ndarray
@@ -63,9 +51,8 @@ class Chunk:
 
     def part(self, start: int, stop: int) -> Chunk:
         """Pointers ``[start, stop)`` of this chunk, as a chunk that knows where they sit."""
-        return Chunk(
-            self.number, self.dataset[start:stop], self.shard[start:stop], self.index[start:stop], self.offset + start
-        )
+        cut = slice(start, stop)
+        return Chunk(self.number, self.dataset[cut], self.shard[cut], self.index[cut], self.offset + start)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +62,7 @@ class SourceInfo:
     Attributes:
         names: dataset names, indexed by dataset number (as in sample ids).
         shares: each dataset's target share, normalised to sum to 1, in ``unit``.
-        unit: whether the shares are meant in samples or in tokens.
-    """
+        unit: whether the shares are meant in samples or in tokens."""
 
     names: tuple[str, ...]
     shares: tuple[float, ...]
@@ -90,36 +76,28 @@ class WorkSource(Protocol):
     @property
     def datasets(self) -> Sequence[Dataset]:
         """The dataset table; a sample id's dataset number indexes it."""
-        ...
 
     @property
     def mixing_unit(self) -> MixingUnit:
         """``"tokens"`` when weights are meant in tokens (the pipeline then calibrates token estimates)."""
-        ...
 
     def chunk(self, number: int) -> Chunk | None:
         """Chunk ``number`` (a pure function of the configuration and ``number``), or None past the end."""
-        ...
 
     def target_weights(self) -> dict[str, float]:
         """Each dataset's target share (summing to 1) in :attr:`mixing_unit`, for token-aware operators."""
-        ...
 
     def with_token_estimates(self, tokens_per_sample: Mapping[str, float]) -> WorkSource:
         """A copy of this source that turns token weights into sample weights with these estimates."""
-        ...
 
     def describe(self) -> dict[str, Any]:
         """JSON-able definition: hashed into the checkpoint fingerprint."""
-        ...
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state that changes during a run (not positions: those live per lane)."""
-        ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; must validate fully before changing anything."""
-        ...
 
 
 # -- optional capabilities --------------------------------------------------------------------------
@@ -129,148 +107,111 @@ class TokenSized(Protocol):
 
     When the kernel uses it: before the first chunk, ``Pipeline.calibrate()`` freezes tokens-per-sample
     estimates (the source's own :class:`TokenEstimated` ones, else the first tokenizer's) and passes
-    them through :meth:`~WorkSource.with_token_estimates`. ``"required"`` (e.g.
-    ``chunk_size="auto"``) makes a pipeline without a tokenizer an error; ``"optional"`` calibrates
-    when a tokenizer is there and goes on without estimates otherwise; None asks for nothing.
-    """
+    them through :meth:`~WorkSource.with_token_estimates`. ``"required"`` (``chunk_size="auto"``)
+    makes a pipeline without a tokenizer an error; ``"optional"`` calibrates if there is one; None never."""
 
     @property
     def token_estimates_use(self) -> Literal["required", "optional"] | None:
         """Whether sizing chunks needs token estimates (see the class docstring)."""
-        ...
 
 
 @runtime_checkable
 class TokenEstimated(Protocol):
-    """A source that may carry frozen tokens-per-sample estimates given by the user.
-
-    When the kernel uses it: a source that mixes by tokens (or is :class:`TokenSized`) and has
-    estimates here is calibrated with them instead of asking the operators; None means "measure".
-    """
+    """A source that may carry frozen tokens-per-sample estimates given by the user. When the kernel
+    uses it: a source that mixes by tokens (or is :class:`TokenSized`) and has estimates here is
+    calibrated with them instead of asking the operators; None means "measure"."""
 
     @property
     def tokens_per_sample(self) -> Mapping[str, float] | None:
         """Tokens per sample of each dataset, by name, or None."""
-        ...
 
 
 @runtime_checkable
 class LaneBound(Protocol):
-    """A source whose chunks depend on the number of lanes (each lane draws from its own stream).
-
-    When the kernel uses it: the pipeline runs ``with_lanes(options lanes)`` instead of the source
-    itself, and makes a new copy when the ``lanes`` option changes. Such a source has no global
-    chunk order to deal out, so it needs ``lane_assignment="modulo"``.
-    """
+    """A source whose chunks depend on the number of lanes (each lane draws from its own stream). When
+    the kernel uses it: the pipeline runs ``with_lanes(lanes)`` instead of the source, anew when the
+    ``lanes`` option changes. With no global chunk order to deal out, it needs
+    ``lane_assignment="modulo"``."""
 
     def with_lanes(self, num_lanes: int) -> WorkSource:
         """A copy bound to ``num_lanes`` lanes (the number is in the fingerprint already)."""
-        ...
 
 
 @runtime_checkable
 class Windowed(Protocol):
     """A source whose chunks depend on the window (``flush_every_k_chunks``), e.g. ``chunk_size="auto"``.
 
-    When the kernel uses it: the pipeline runs ``with_window(k)`` instead of the source itself, ``k``
-    being the window in chunks (``flush_every_k_chunks``, resolved when it is ``"auto"``), and makes
-    a new copy when that option changes.
-    """
+    When the kernel uses it: the pipeline runs ``with_window(k)`` instead of the source, ``k`` being
+    ``flush_every_k_chunks`` (resolved when ``"auto"``), anew when that option changes."""
 
     def with_window(self, flush_every_k_chunks: int) -> WorkSource:
         """A copy bound to windows of ``flush_every_k_chunks`` chunks."""
-        ...
 
 
 @runtime_checkable
 class Steerable(Protocol):
     """A source whose mixture the training loop may change during the run (``Pipeline.update_mixture``).
-
     When the kernel uses it: ``Pipeline.update_mixture(weights)`` computes, per lane, the lane-local
-    chunk from which the update applies (the lane's resume window plus :attr:`update_lead_windows`,
-    see :mod:`zephon_core.defaults.sources.steering`) and passes it on; with windows on, the feeder is then paced
-    so it never computes a chunk at or past that point before the update can arrive. A pipeline
-    over a source without it refuses ``update_mixture``.
-    """
+    chunk from which the update applies (:mod:`zephon_core.defaults.sources.steering`) and passes it
+    on; the feeder is paced so it never computes a chunk at or past that point before the update."""
 
     @property
     def update_lead_windows(self) -> int:
         """Windows after a lane's resume window that an update takes effect (>= 1)."""
-        ...
 
     def update_mixture(self, weights: Mapping[str, float], effects: Mapping[int, int], step: int | None = None) -> None:
         """From lane-local chunk ``effects[lane]`` on, lane ``lane`` mixes by ``weights``; recorded for checkpoints."""
-        ...
 
 
 @runtime_checkable
 class PlanVersioned(Protocol):
-    """A source whose plan can change during a run, with a counter that moves when it does.
-
-    When the kernel uses it: reader prefetch (:mod:`zephon_core.work.prefetch`) computes a lane's
-    next chunk early; it keeps that chunk only while :attr:`plan_version` is unchanged, so a chunk
-    computed under an older plan is dropped, never handed out.
-    """
+    """A source whose plan can change during a run, with a counter that moves when it does. When the
+    kernel uses it: reader prefetch (:mod:`zephon_core.work.prefetch`) keeps a chunk it computed early
+    only while :attr:`plan_version` is unchanged: one of an older plan is dropped."""
 
     @property
     def plan_version(self) -> int:
         """Changes (e.g. grows by one) whenever chunks not yet handed out may change."""
-        ...
 
 
 @runtime_checkable
 class LaneStateful(Protocol):
-    """A source with per-lane state that belongs in each lane's checkpoint entry.
-
-    When the kernel uses it: ``Pipeline.state_dict()`` stores ``lane_state_dict(lane)`` as the
-    ``source`` part of each lane's entry (merged by lane across ranks, so it survives a new world
-    size), and resuming calls ``load_lane_state_dicts`` with every lane's part (``{}`` for a lane
-    that has none) after :meth:`~WorkSource.load_state_dict`.
-    """
+    """A source with per-lane state that belongs in each lane's checkpoint entry. When the kernel uses
+    it: ``Pipeline.state_dict()`` stores ``lane_state_dict(lane)`` as the ``source`` part of each lane's
+    entry (merged by lane across ranks, so it survives a new world size); resuming calls
+    ``load_lane_state_dicts`` with every lane's part (``{}`` if none) after
+    :meth:`~WorkSource.load_state_dict`."""
 
     def lane_state_dict(self, lane: int) -> dict[str, Any]:
         """JSON-able state of lane ``lane``."""
-        ...
 
     def load_lane_state_dicts(self, states: Mapping[int, Any]) -> None:
         """Restore every lane's :meth:`lane_state_dict` (validated fully before anything changes)."""
-        ...
 
 
 @runtime_checkable
 class ReportsExhaustion(Protocol):
-    """A source that can say which dataset ran out where (exhaustion policies).
-
-    When the kernel uses it: ``Pipeline.stats()["exhausted"]`` lists its report for this rank's lanes
-    (one line per dataset that ran out); a source without it reports nothing.
-    """
+    """A source that can say which dataset ran out where (exhaustion policies). When the kernel uses it:
+    ``Pipeline.stats()["exhausted"]`` lists its report for this rank's lanes."""
 
     def exhaustion_report(self, lanes: Iterable[int] | None = None) -> list[Exhausted]:
         """Which dataset ran out at which draw, for these lanes (None: all)."""
-        ...
 
 
 @runtime_checkable
 class Paced(Protocol):
-    """What the feeder reads may hold lanes back: only chunks it allows now are computed.
-
-    When the kernel uses it: the feeder feeds only lanes whose next chunk ``may_compute`` allows and
-    waits for the training loop when none is. The pipeline wraps a :class:`Steerable` source in such
-    a gate (:class:`~zephon_core.defaults.sources.steering.LeadGate`); a source may implement it itself to
-    pace the feeder. It changes only timing, never which chunks a lane gets.
-    """
+    """What the feeder reads may hold lanes back: it feeds only lanes whose next chunk ``may_compute``
+    allows, and waits for the training loop when none is. The pipeline wraps a :class:`Steerable`
+    source in such a gate. It changes only timing, never which chunks a lane gets."""
 
     def may_compute(self, number: int) -> bool:
         """Whether chunk ``number`` may be computed now."""
-        ...
-
-
-REQUIRED = ("datasets", "mixing_unit", "chunk", "target_weights", "with_token_estimates", "describe")
 
 
 def check_work_source(source: object) -> WorkSource:
     """Return ``source`` if it implements the contract; else a :class:`ConfigError` listing what it lacks."""
-    missing = [m for m in (*REQUIRED, "state_dict", "load_state_dict") if not hasattr(source, m)]
+    members = ("datasets", "mixing_unit", "chunk", "target_weights", "with_token_estimates", "describe", "state_dict")
+    missing = [m for m in (*members, "load_state_dict") if not hasattr(source, m)]
     if missing:
         raise ConfigError(
             f"Pipeline needs a WorkSource; {type(source).__name__} lacks {', '.join(missing)} "
@@ -287,11 +228,8 @@ def source_info(source: WorkSource) -> SourceInfo:
 
 
 class BaseWorkSource:
-    """A convenient base for work sources: subclasses define ``chunk()`` and ``describe()``.
-
-    Args:
-        datasets: the dataset table (names must be unique).
-    """
+    """A convenient base for work sources over ``datasets`` (unique names): subclasses define ``chunk()``
+    and ``describe()``."""
 
     def __init__(self, datasets: Sequence[Dataset]) -> None:
         self._datasets = list(datasets)
@@ -330,7 +268,6 @@ class BaseWorkSource:
         if state:
             raise CheckpointError(f"{type(self).__name__} keeps no state, but the checkpoint has {sorted(state)}")
 
-    # -- answers built on chunk() ------------------------------------------------------------
     def dataset_index(self, sid: int) -> int:
         """The dataset number a sample id was drawn from (pure: read from the id)."""
         return dataset_of(sid)
@@ -352,18 +289,12 @@ class BaseWorkSource:
 
 
 def shards_for(source: WorkSource, chunks: Iterable[int]) -> dict[str, list[int]]:
-    """Which shards of which dataset the chunks numbered ``chunks`` need, sorted per dataset name.
-
-    A pure function of the chunk numbers (chunks are), so a reader that caches remote files can
-    prefetch exactly the files the next chunks will read instead of "the next N files by index",
-    which a cross-shard shuffle makes useless. Chunks past the end of the data need nothing.
-    """
+    """Which shards of which dataset the chunks numbered ``chunks`` need, sorted per dataset name. A
+    pure function of the chunk numbers, so a caching reader can prefetch exactly the files the next
+    chunks read (see :mod:`zephon_core.work.prefetch`). Chunks past the end need nothing."""
     need: dict[int, set[int]] = {}
-    for g in chunks:
-        ch = source.chunk(g)
-        if ch is None:
-            continue
-        for d, s in set(zip(ch.dataset.tolist(), ch.shard.tolist())):
+    for ch in filter(None, map(source.chunk, chunks)):
+        for d, s in zip(ch.dataset.tolist(), ch.shard.tolist()):
             need.setdefault(d, set()).add(s)
     return {source.datasets[d].name: sorted(need[d]) for d in sorted(need)}
 

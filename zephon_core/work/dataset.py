@@ -15,10 +15,8 @@ if TYPE_CHECKING:
 
 
 class Dataset:
-    """A named collection of same-format shards with known sample counts.
-
-    Build one with :meth:`from_records` (in memory) or :meth:`from_path` (any installed format).
-    """
+    """A named collection of same-format shards with known sample counts. Build one with
+    :meth:`from_records` (in memory) or :meth:`from_path` (any installed format)."""
 
     def __init__(self, name: str, reader: Reader, *, format: str | None = None) -> None:
         if not name or not isinstance(name, str):
@@ -47,9 +45,7 @@ class Dataset:
         """An in-memory dataset, cut into shards of ``shard_size`` records.
 
         Raises:
-            ConfigError: ``records`` is empty (checked here, so the message says so instead of the
-                generic "no shards found" of a dataset whose files list nothing).
-        """
+            ConfigError: ``records`` is empty (said so, rather than the generic "no shards found")."""
         if not isinstance(records, Sequence):
             records = list(records)
         if len(records) == 0:
@@ -74,28 +70,23 @@ class Dataset:
             name: the dataset's name in mixtures and checkpoints.
             path: a folder, a file or an fsspec URL (``s3://…``, ``memory://…``, ``file://…``).
             format: skip detection and use this registered format.
-            plugins: the plugin manager whose readers detect and read the format; default
-                :func:`~zephon_core.plugins.default_plugin_manager`. Pass the pipeline's manager so
-                both see the same plugins.
-            options: passed to the reader's constructor.
-        """
+            plugins: the manager whose readers detect and read the format (default: a fresh one);
+                pass the pipeline's, so both see the same plugins.
+            options: passed to the reader's constructor."""
         from zephon_core.plugins import default_plugin_manager
 
         registry = (plugins if plugins is not None else default_plugin_manager()).registry
         fmt = format or registry.detect_format(path, options.get("storage_options"))
-        reader = registry.make_reader(fmt, path, **options)
-        return cls(name, reader, format=fmt)
+        return cls(name, registry.make_reader(fmt, path, **options), format=fmt)
 
     # -- looking at samples -------------------------------------------------------------------
     def locate(self, index: int) -> tuple[int, int]:
-        """``(shard, index in shard)`` of global sample ``index`` (negative counts from the end).
-
-        Global order is shard order then in-shard order, the same order ``shards()`` lists, so
-        ``ds[i]`` is what a user sees when reading the files front to back.
+        """``(shard, index in shard)`` of global sample ``index`` (negative counts from the end). Global
+        order is shard order then in-shard order, so ``ds[i]`` is what a user sees when reading the
+        files front to back.
 
         Raises:
-            IndexError: out of range, naming the dataset and its length.
-        """
+            IndexError: out of range, naming the dataset and its length."""
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"dataset {self.name!r}: indices must be integers, got {type(index).__name__}")
         i = int(index)
@@ -111,9 +102,7 @@ class Dataset:
 
     def take(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """The samples at global ``indices`` (any order, repeats and negatives allowed), in that order.
-
-        Indices are grouped by shard so each shard is read once, as the fetch stage does.
-        """
+        Indices are grouped by shard so each shard is read once, as the fetch stage does."""
         located = [self.locate(i) for i in indices]
         by_shard: dict[int, list[int]] = {}
         for pos, (shard, _) in enumerate(located):

@@ -1,11 +1,9 @@
 """Sample ids: the identity of a source sample inside a run, as one integer.
 
-A sample id packs the chunk number, the offset inside the chunk and the dataset the sample was
-drawn from: ``dataset << 48 | chunk << 16 | offset``. Because the dataset travels inside the id,
-every record's lineage says which dataset it came from, and no operator needs the work source at
-run time to find out. Record *keys* (used for hash-derived draws such as shuffling) are the same
-number without the dataset bits.
-"""
+``dataset << 48 | chunk << 16 | offset``: with the dataset inside the id, every record's lineage
+says which dataset it came from, and no operator needs the work source to find out. Record *keys*
+(for hash-derived draws such as shuffling) are the same number without the dataset bits. Dataset
+numbers stay below ``2**15``, so ids fit a signed 64-bit array."""
 
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ OFFSET_BITS = 16
 CHUNK_BITS = 32
 DATASET_SHIFT = OFFSET_BITS + CHUNK_BITS
 MAX_DATASETS = 1 << 15
-"""Ids stay below 2**63 so they fit a signed 64-bit array."""
 
 
 def record_key(chunk: int, offset: int) -> int:

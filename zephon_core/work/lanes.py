@@ -1,16 +1,10 @@
 """Lanes: how the global chunk sequence is split into fixed logical streams, and which a rank owns.
 
-Chunk ``g`` belongs to lane ``g mod L`` and is that lane's ``g div L``-th chunk (``assignment="modulo"``).
-With ``assignment="permute"`` each round of ``L`` consecutive chunks is dealt to the lanes by a seeded
-permutation drawn afresh per round, so a lane does not always take the same position of the round:
-a source whose chunks have a period that divides ``L`` (say, a mixture that alternates two kinds of
-chunk) would otherwise give every lane one kind only. Either way a lane's ``k``-th chunk is computed
-directly, with no state. The number of lanes
-``L`` is part of the data (it is in the fingerprint); the data-parallel world size is not, as long as
-it divides ``L``: rank ``r`` of ``W`` owns the contiguous lanes ``[r·L/W, (r+1)·L/W)``. Every piece
-of code that maps chunks to lanes or lanes to ranks goes through :class:`LaneLayout`, so the rule
-lives in one place.
-"""
+Chunk ``g`` belongs to lane ``g mod L`` and is that lane's ``g div L``-th chunk (``"modulo"``), or
+each round of ``L`` chunks is dealt by a seeded permutation drawn afresh per round (``"permute"``;
+docs/distributed-training.md says why). Either way a lane's ``k``-th chunk is computed directly,
+with no state. ``L`` is in the fingerprint; the world size ``W`` is not, as long as it divides ``L``:
+rank ``r`` owns lanes ``[r·L/W, (r+1)·L/W)``. The rule lives in :class:`LaneLayout` only."""
 
 from __future__ import annotations
 
@@ -39,10 +33,8 @@ def _round_permutation(num_lanes: int, seed: int, round_index: int) -> tuple[np.
 
 @dataclass(frozen=True, slots=True)
 class LaneLayout:
-    """``num_lanes`` lanes split over ``world_size`` data-parallel ranks, seen from ``rank``.
-
-    Construction validates, with messages that say how to fix the configuration.
-    """
+    """``num_lanes`` lanes split over ``world_size`` data-parallel ranks, seen from ``rank`` (validated
+    on construction, with messages that say how to fix the configuration)."""
 
     num_lanes: int
     world_size: int = 1
@@ -82,7 +74,8 @@ class LaneLayout:
 
     def owner(self, lane: int) -> int:
         """The rank that owns ``lane``."""
-        self._check_lane(lane)
+        if not _is_int(lane) or not 0 <= lane < self.num_lanes:
+            raise ConfigError(f"lane {lane!r} does not exist (num_lanes={self.num_lanes})")
         return lane // self.lanes_per_rank
 
     def chunk(self, lane: int, local_index: int) -> int:
@@ -107,7 +100,3 @@ class LaneLayout:
     def with_rank(self, rank: int, world_size: int) -> LaneLayout:
         """The same lanes seen from another rank of another world size (validated)."""
         return LaneLayout(self.num_lanes, world_size, rank, self.assignment, self.seed)
-
-    def _check_lane(self, lane: int) -> None:
-        if not _is_int(lane) or not 0 <= lane < self.num_lanes:
-            raise ConfigError(f"lane {lane!r} does not exist (num_lanes={self.num_lanes})")

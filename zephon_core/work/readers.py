@@ -1,18 +1,9 @@
 """The contract a format plugin implements, and the kernel's own in-memory reader.
 
-A reader turns sample pointers ``(shard, index)`` into payload dicts. The fetch stage groups a chunk's
-pointers by shard and calls :meth:`Reader.read` once per shard, so a reader can decode a row group,
-a chunk file or a byte range once for many samples instead of once per sample.
-
-Readers are sent to worker processes, so they must pickle cheaply: keep configuration in the
-object and (re)open files lazily.
-
-Beyond :class:`Reader`, a reader may declare optional capabilities, small protocols the kernel
-checks with ``isinstance``: :class:`SkippingReader` (records that do not decode become tombstones
-instead of errors) and :class:`PrefetchingReader` (it warms the shards the next chunks read). Every ``StorageReader`` of the zephon-storage distribution has it, and also
-``zephon_storage.StorageBacked`` (shards are files under a storage root), which that package's
-commands ask for.
-"""
+A reader turns sample pointers ``(shard, index)`` into payload dicts. The fetch stage calls
+:meth:`Reader.read` once per shard of a chunk, so a reader can decode a row group or a byte range
+once for many samples. Readers are sent to worker processes, so they must pickle cheaply: keep
+configuration in the object and (re)open files lazily."""
 
 from __future__ import annotations
 
@@ -35,11 +26,9 @@ class ShardInfo:
 
 
 class Reader(ABC):
-    """Reads one dataset stored in one format.
-
-    Subclasses set :attr:`format` and implement :meth:`shards` and :meth:`read`. ``shards()`` must
-    be deterministic (same list, same order, same counts every time) because pointers index into it.
-    """
+    """Reads one dataset stored in one format. Subclasses set :attr:`format` and implement
+    :meth:`shards` and :meth:`read`. ``shards()`` must be deterministic (same list, same order, same
+    counts every time) because pointers index into it."""
 
     format: ClassVar[str] = ""
 
@@ -49,11 +38,9 @@ class Reader(ABC):
 
     @abstractmethod
     def read(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
-        """Read the samples ``indices`` (any order, repeats allowed) of shard number ``shard``.
-
-        Returns one dict per index, in the order of ``indices``. Raise :class:`ReaderError` naming
-        the shard on missing, truncated or corrupt data.
-        """
+        """Read the samples ``indices`` (any order, repeats allowed) of shard number ``shard``. Returns
+        one dict per index, in the order of ``indices``. Raise :class:`ReaderError` naming the shard
+        on missing, truncated or corrupt data."""
 
     def describe(self) -> dict[str, Any]:
         """JSON-able description that goes into the pipeline fingerprint."""
@@ -63,50 +50,37 @@ class Reader(ABC):
         """Release open files or caches (optional)."""
 
     def stop_prefetch(self) -> None:  # noqa: B027 - optional hook
-        """Stop background prefetch threads (optional; the pipeline calls it when it closes).
-
-        The reader must stay usable: a later :meth:`prefetch` may start them again.
-        """
+        """Stop background prefetch threads (the pipeline calls it when it closes); a later
+        :meth:`prefetch` may start them again, so the reader must stay usable."""
 
     def prefetch(self, shards: Sequence[int]) -> None:  # noqa: B027 - optional hook
-        """Start warming these shards in the background (optional; default: nothing to warm).
-
-        The pipeline calls it with exactly the shards a lane's next chunk will read, one chunk
-        ahead of the fetch stage (:mod:`zephon_core.work.prefetch`). Readers that cache remote files
-        override it; it must not block and must not raise for a shard it cannot warm.
-        """
+        """Start warming these shards in the background (default: nothing to warm). The pipeline calls
+        it with exactly the shards a lane's next chunks will read (:mod:`zephon_core.work.prefetch`).
+        It must not block, nor raise for a shard it cannot warm."""
 
 
 @runtime_checkable
 class SkippingReader(Protocol):
-    """A reader capability: read samples, giving ``None`` for each record it was told to skip.
-
-    When the kernel uses it: the fetch stage reads through :meth:`read_or_skip` instead of
-    :meth:`Reader.read` whenever a reader has it, and turns each ``None`` into a tombstone (the
-    record's lineage is kept as dropped, and counted in ``Pipeline.stats()["skipped_records"]``).
-    A reader decides itself which records it skips (a ``StorageReader`` with ``on_error="skip"``
-    skips records that do not decode); it must still raise for what it does not skip.
-    """
+    """A reader capability: read samples, giving ``None`` for each record it was told to skip. When the
+    kernel uses it: the fetch stage reads through :meth:`read_or_skip` instead of :meth:`Reader.read`,
+    and turns each ``None`` into a tombstone (counted in ``Pipeline.stats()["skipped_records"]``). The
+    reader decides which records it skips (a ``StorageReader`` with ``on_error="skip"``: those that do
+    not decode) and raises for the rest."""
 
     def read_or_skip(self, shard: int, indices: np.ndarray) -> list[dict[str, Any] | None]:
         """Like :meth:`Reader.read`, with ``None`` in place of each skipped record."""
-        ...
 
 
 @runtime_checkable
 class PrefetchingReader(Protocol):
-    """A reader capability: warm shards in the background before the fetch stage reads them.
-
-    When the kernel uses it: the feeder computes each lane's next chunk one chunk early and calls
-    :meth:`prefetch` with the shards it will read (:mod:`zephon_core.work.prefetch`); when the
-    pipeline closes it calls :meth:`Reader.stop_prefetch`. A :class:`Reader` subclass has the
-    capability when it overrides :meth:`Reader.prefetch` (the base class's does nothing, and a
-    source whose readers all keep it is fed as it is); see :func:`prefetches`.
-    """
+    """A reader capability: warm shards in the background before the fetch stage reads them. When the
+    kernel uses it: the feeder computes each lane's next chunks early and calls :meth:`prefetch` with
+    the shards they read (:mod:`zephon_core.work.prefetch`); a closing pipeline calls
+    :meth:`Reader.stop_prefetch`. A :class:`Reader` subclass has it when it overrides
+    :meth:`Reader.prefetch` (see :func:`prefetches`)."""
 
     def prefetch(self, shards: Sequence[int]) -> None:
         """Start warming ``shards``; must not block, and must not raise for a shard it cannot warm."""
-        ...
 
 
 def prefetches(reader: object) -> bool:
@@ -142,10 +116,8 @@ class MemoryReader(Reader):
 
     def read_shared(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
         """Like :meth:`read`, but the stored rows themselves: for a reader of rows that changes none.
-
-        The fetch stage reads this way only when nothing after it can change a row (no operator,
-        the default collation), so the copy :meth:`read` makes per record would be pure cost.
-        """
+        The fetch stage reads this way only when nothing after it can change a row (no operator, the
+        default collation): the copy :meth:`read` makes would be pure cost."""
         base = shard * self._shard_size
         try:
             return list(map(self._records.__getitem__, (indices + base).tolist()))

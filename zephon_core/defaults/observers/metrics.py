@@ -1,4 +1,4 @@
-"""Metric snapshots pushed to a trainer's dashboard while the pipeline runs.
+"""Default plugin: metric snapshots pushed to a trainer's dashboard while the pipeline runs.
 
 A trainer that logs to TensorBoard, W&B or its own store wants the loader's figures next to its
 loss, without polling ``pipeline.metrics()`` from its own loop (the loop is exactly what stalls when
@@ -12,6 +12,9 @@ races with the training loop's own ``metrics()`` calls, and its window is exactl
 the last report. A failing sink is reported once as a warning and otherwise ignored: a dashboard
 outage must not stop training. When the pipeline stops (closed, failed or out of data) the thread
 delivers one final snapshot, so the last partial interval is not lost, and ends.
+
+It is the ``metrics`` observer of :mod:`zephon_core.defaults.observers`, found through the same
+registry as zephon-observe's manifest writer, so the kernel starts it without importing it.
 """
 
 from __future__ import annotations
@@ -22,13 +25,10 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from zephon_core.runtime.metrics import windowed
+from zephon_core.runtime.metrics import MIN_INTERVAL_S, windowed
 
 Snapshot = dict[str, Any]
 Sink = Callable[[Snapshot], Any]
-
-MIN_INTERVAL_S = 0.05
-"""The shortest reporting interval accepted (a snapshot costs about a millisecond)."""
 
 
 class MetricsReporter:
