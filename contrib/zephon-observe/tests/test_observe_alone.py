@@ -17,8 +17,9 @@ from zephon_core.cli import main
 from zephon_core.plugins import default_plugin_manager
 
 registry = default_plugin_manager().registry
-assert registry.names("observer") == ["autotune", "manifest", "validate"], registry.names("observer")
-assert {registry.get("observer", n).package for n in registry.names("observer")} == {"zephon-observe"}
+assert registry.names("observer") == ["autotune", "manifest", "metrics", "validate"], registry.names("observer")
+packages = {n: registry.get("observer", n).package for n in registry.names("observer")}
+assert packages == {"autotune": "zephon-observe", "manifest": "zephon-observe", "metrics": "zephon-core", "validate": "zephon-observe"}, packages
 d = tempfile.mkdtemp()
 ds = Dataset.from_records("a", [{"i": i} for i in range(256)], shard_size=64)
 p = Pipeline(StaticMixtureWorkSource([ds], chunk_size=16, seed=0)).batch(4).options(manifest=os.path.join(d, "m"))
