@@ -101,12 +101,17 @@ class Engine:
                 if ex is not None:
                     self.executors.append(ex)
                 common = (ex, queues[i], queues[i + 1], self.ctx, max(2, 2 * plan.parallelism))
-                kw: dict[str, Any] = {"describe_samples": describe_samples, "runner": plan.runner}
-                kw |= {"timeout_s": plan.timeout_s, "parallelism": plan.parallelism}
+                run, timeout, par = plan.runner, plan.timeout_s, plan.parallelism
                 if i == len(plans):
-                    stage: Stage = BatchStage(batch, *common, starts=starts, view=view, **kw)
+                    stage: Stage = BatchStage(
+                        batch, *common, starts=starts, view=view, describe_samples=describe_samples,
+                        runner=run, timeout_s=timeout, parallelism=par,
+                    )  # fmt: skip
                 else:
-                    stage = Stage(plan.spec, *common, new_accumulator=plan.spec.new_accumulator, **kw)
+                    stage = Stage(
+                        plan.spec, *common, new_accumulator=plan.spec.new_accumulator,
+                        describe_samples=describe_samples, runner=run, timeout_s=timeout, parallelism=par,
+                    )  # fmt: skip
                 self.stages.append(stage)
         except BaseException:
             self.close()
