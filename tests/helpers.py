@@ -18,6 +18,7 @@ __all__ = [
     "hang_on_seven",
     "jitter",
     "quick",
+    "shm_entries",
     "demo_datasets",
     "demo_mixture",
     "numbered",
@@ -122,3 +123,11 @@ class SlowReader:
                 return super().read(shard, indices)
 
         return _Reader([{"i": i} for i in range(n)], 500)
+
+
+def shm_entries() -> set[str]:
+    """Entries of /dev/shm, less named semaphores (``sem.*``: multiprocessing's, joblib's loky...):
+    the processes runner creates none, and other processes of a shared machine create and remove them
+    all the time. A leaked segment would be a shared-memory file, never a semaphore."""
+    names = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
+    return {n for n in names if not n.startswith("sem.")}

@@ -3,7 +3,8 @@
 Run as ``python -m tests.killable_trainer DIR WORLD RUNNER``: resumes from ``DIR/checkpoint.json`` if
 present, runs ``WORLD`` data-parallel ranks in lockstep (one pipeline each, one round per global
 step), appends each global step's record ids to ``DIR/steps.jsonl`` and checkpoints after every step
-(written to a temporary file, fsynced, then renamed, so a kill never leaves half a checkpoint).
+(written to a temporary file, fsynced, then renamed, so a kill never leaves half a checkpoint). It
+prints ``started`` once resumed and ``step N`` after each checkpoint.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def main(folder: str, world: int, runner: str) -> None:
                 out.flush()
                 os.fsync(out.fileno())
                 write_atomically(ckpt, json.dumps(merge_checkpoints([p.state_dict() for p in pipes])))
+                print("step", step, flush=True)  # the test counts steps, so kills do not depend on speed
         (root / "done").write_text(str(step))
     finally:
         for p in pipes:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import shm_entries
 from tests.killable_trainer import LANES, builder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +55,7 @@ def _start(folder: Path, world: int, runner: str) -> subprocess.Popen[str]:
 @pytest.mark.slow
 def test_sigkill_at_random_moments_loses_repeats_and_reorders_nothing(tmp_path):
     rng = random.Random(20261130)
-    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    shm_before = shm_entries()
     kills = 0
     orphans: list[int] = []
     attempt = 0
@@ -64,8 +65,15 @@ def test_sigkill_at_random_moments_loses_repeats_and_reorders_nothing(tmp_path):
         proc = _start(tmp_path, world, runner)
         assert proc.stdout is not None
         line = proc.stdout.readline()  # "started" once the pipelines are built and resumed
-        if kills < KILLS and line.strip() == "started":
-            time.sleep(rng.uniform(0.05, 0.8))
+        # Kill after 0-2 whole steps, then at a random moment within the next ones (a step's sleep,
+        # its checkpoint, the next batches): counted in steps, so a faster machine cannot finish the
+        # run before the kills are done.
+        started = line.strip() == "started"
+        for _ in range(rng.randint(0, 2) if started else 0):
+            if not proc.stdout.readline():
+                break
+        if kills < KILLS and started and proc.poll() is None:
+            time.sleep(rng.uniform(0.0, 0.15))
             kids = _children(proc.pid)
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -96,8 +104,7 @@ def test_sigkill_at_random_moments_loses_repeats_and_reorders_nothing(tmp_path):
         time.sleep(0.2)
     alive = [pid for pid in orphans if os.path.exists(f"/proc/{pid}") and "zombie" not in _state(pid)]
     assert alive == [], f"worker processes outlived their killed parent: {alive}"
-    if os.path.isdir("/dev/shm"):
-        assert set(os.listdir("/dev/shm")) - shm_before == set()
+    assert shm_entries() - shm_before == set()
 
 
 def _state(pid: int) -> str:

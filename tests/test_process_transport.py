@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.helpers import shm_entries
 from zephon_core import Dataset, Pipeline, StaticMixtureWorkSource, WorkerCrashedError
 from zephon_core.runtime import shm, shm_segments
 from zephon_core.runtime.shm import Channel
@@ -70,14 +71,6 @@ def _pipeline(fn: Any, runner: str, n: int = 256, *, parallelism: int = 2) -> Pi
 
 def _fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
-
-
-def _shm() -> set[str]:
-    """Entries of /dev/shm, less named semaphores (``sem.*``: multiprocessing's, joblib's loky...):
-    this runner creates none, and other processes of a shared machine create and remove them all
-    the time. A leaked segment would be a shared-memory file, never a semaphore."""
-    names = os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []
-    return {n for n in names if not n.startswith("sem.")}
 
 
 def _maps_dev_shm(pid: int | str = "self") -> bool:
@@ -286,7 +279,7 @@ def test_batches_outlive_close_and_then_leave_nothing():
     with _pipeline(flip, "processes", n=64) as p:  # warm: the fork server's own descriptors exist before
         next(iter(p))
     gc.collect()
-    fds, shm_before = _fds(), _shm()
+    fds, shm_before = _fds(), shm_entries()
     p = _pipeline(flip, "processes")
     with p:
         held = [b for _, b in zip(range(6), p)]  # stop mid-stream with work in flight
@@ -299,7 +292,7 @@ def test_batches_outlive_close_and_then_leave_nothing():
     del held, snapshot, p
     assert _settle(lambda: _segment_mappings() == 0), "a segment stayed mapped after its last view went"
     assert _settle(lambda: _fds() <= fds), sorted(_fds() - fds)
-    assert _shm() <= shm_before
+    assert shm_entries() <= shm_before
 
 
 @pytest.mark.slow
@@ -308,7 +301,7 @@ def test_sigkilled_workers_fail_fast_and_leave_nothing():
     with _pipeline(flip, "processes", n=64) as p:
         next(iter(p))
     gc.collect()
-    fds, shm_before = _fds(), _shm()
+    fds, shm_before = _fds(), shm_entries()
     p = _pipeline(slow_flip, "processes", n=512)
     with p:
         it = iter(p)
@@ -329,7 +322,7 @@ def test_sigkilled_workers_fail_fast_and_leave_nothing():
     assert not multiprocessing.active_children()
     assert _settle(lambda: _segment_mappings() == 0)
     assert _settle(lambda: _fds() <= fds), sorted(_fds() - fds)
-    assert _shm() <= shm_before
+    assert shm_entries() <= shm_before
 
 
 def _drain(it: Any) -> None:
@@ -368,7 +361,7 @@ def test_sigkilled_parent_leaves_no_process_and_no_segment(tmp_path):
             """
         )
     )
-    shm_before = _shm()
+    shm_before = shm_entries()
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -382,7 +375,7 @@ def test_sigkilled_parent_leaves_no_process_and_no_segment(tmp_path):
         while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not [pid for pid in pids if _alive(pid)], "a worker outlived its SIGKILLed parent"
-        assert _shm() <= shm_before
+        assert shm_entries() <= shm_before
     finally:
         if proc.poll() is None:
             proc.kill()

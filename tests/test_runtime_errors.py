@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import time
 
@@ -102,14 +101,10 @@ def test_bad_worker_output_is_a_clear_error():
         list(p)
 
 
-def _shm() -> set[str]:
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-
-
 @pytest.mark.parametrize("runner", ["threads", "processes"])
 def test_close_leaves_nothing_behind(runner):
     threads_before = {t.ident for t in threading.enumerate()}
-    shm_before = _shm()
+    shm_before = helpers.shm_entries()
     p = (
         Pipeline(_source(4000))
         .map_transform(helpers.slow_identity, parallelism=3)
@@ -129,7 +124,7 @@ def test_close_leaves_nothing_behind(runner):
         time.sleep(0.05)
     assert not [t.name for t in threading.enumerate() if t.ident not in threads_before]
     assert not multiprocessing.active_children()
-    assert _shm() <= shm_before
+    assert helpers.shm_entries() <= shm_before
 
 
 def test_checkpoint_into_different_pipeline_says_what_differs():

@@ -1,8 +1,5 @@
-"""The kernel's own registrations: its runners and its ``zephon`` commands, made like any plugin's.
-
-The runners (``inline``, ``threads``, ``processes``) are the runtime and the commands are the CLI,
-so they are parts of the kernel and cannot be blocked. The kernel's built-in operators, work
-sources and memory reader are default plugins instead: see :mod:`zephon_core.defaults`."""
+"""The kernel's own registrations, made like any plugin's: its runners and ``zephon`` commands, which are
+parts of the kernel and cannot be blocked (unlike the default plugins, :mod:`zephon_core.defaults`)."""
 
 from __future__ import annotations
 
@@ -24,8 +21,7 @@ def zephon_register_runners(register: Register) -> None:
 
 @hookimpl
 def zephon_register_commands(subparsers: Subparsers) -> None:
-    """The kernel's commands, through the same hook as any package's (the bodies are lazy strings);
-    the storage commands come with zephon-storage, ``stubs`` with zephon-stubs, the demos with zephon-demo."""
+    """The kernel's commands, through the same hook as any package's (the bodies are lazy strings)."""
     p = subparsers.add_parser("plugins", help="list installed readers, operators, runners, demos and observers")
     p.add_argument("--kind", choices=list(KINDS), help="list only this kind")
     p.set_defaults(fn="zephon_core.cli:plugins_command")

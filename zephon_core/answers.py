@@ -1,7 +1,5 @@
-"""What a running pipeline answers: where a batch came from, live metrics, the bottleneck, run facts.
-
-None of it changes the data. A part of :class:`~zephon_core.pipeline.Pipeline`, where its methods are documented.
-"""
+"""What a running pipeline answers (none of it changes the data): where a batch came from, live metrics, the
+bottleneck, run facts. A part of :class:`~zephon_core.pipeline.Pipeline`, where its methods are documented."""
 
 from __future__ import annotations
 
@@ -51,12 +49,9 @@ class Answers(Shared):
         return (", ".join(shown) + more) if shown else "(none)"
 
     def metrics(self, window_s: float = 10.0) -> dict[str, Any]:
-        """A JSON-compatible snapshot of live metrics (an empty structure before the pipeline starts):
-        cumulative counters per step, plus rates and fractions (worker busy, input wait, output
-        blocked, consumer wait) over at least the last ``window_s`` seconds (see
-        :func:`~zephon_core.runtime.metrics.window_over`). Reads do not reset one another: a
-        ``diagnose()`` right after, or a dashboard's scrape, still sees its whole window.
-        """
+        """A JSON-compatible snapshot of live metrics (empty before the pipeline starts): cumulative counters per
+        step, plus rates and fractions (worker busy, input wait, output blocked, consumer wait) over at least the
+        last ``window_s`` seconds. Reads do not reset one another: a ``diagnose()`` right after sees its window."""
         eng = self._engine
         if eng is None:
             return {"elapsed_s": 0.0, "stages": [], "source": {"chunks": 0}, "consumer": {}, "window": {}}
@@ -66,10 +61,8 @@ class Answers(Shared):
         return snap | {"window": window}
 
     def trace(self) -> dict[str, Any]:
-        """Worker task spans recorded since the pipeline started, as a Chrome/Perfetto trace (JSON data).
-
-        Recording is switched on by ``options(trace=True)``; it keeps the last 200,000 tasks per step.
-        """
+        """Worker task spans recorded since the pipeline started, as a Chrome/Perfetto trace (JSON data); recording
+        is switched on by ``options(trace=True)`` and keeps the last 200,000 tasks per step."""
         if self._engine is None:
             raise ZephonError("trace() needs a running pipeline: iterate it first")
         return self._engine.trace()
@@ -81,10 +74,9 @@ class Answers(Shared):
         return diagnose(self.metrics(window_s)["window"], self._crosses_processes)
 
     def stats(self) -> dict[str, Any]:
-        """Run facts: records left over in partial microbatches per lane when the data ended, which
-        dataset ran out at which draw in this rank's lanes (sources with an ``exhaustion_report``), and
-        the records this rank's readers skipped (``on_error="skip"``) per dataset; a record of a window
-        replayed after a resume is read, and counted, again."""
+        """Run facts: records left over in partial microbatches per lane when the data ended, which dataset ran out
+        at which draw in this rank's lanes (sources with an ``exhaustion_report``), and the records this rank's
+        readers skipped (``on_error="skip"``) per dataset (counted again when a resume replays their window)."""
         eng = self._engine
         source = self._active or self.source
         report = source.exhaustion_report if isinstance(source, ReportsExhaustion) else None

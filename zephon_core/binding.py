@@ -1,10 +1,7 @@
 """Binding a pipeline to its source: calibration, the resolved window, and the source as it runs.
 
-What a pipeline runs is a configured copy of its :class:`~zephon_core.WorkSource`: with the token
-estimates frozen at calibration, bound to the pipeline's lanes and window, paced by the update lead
-when trainer-steered. ``flush_every_k_chunks="auto"`` is resolved here, and so is the sizing a
-release-0.1 checkpoint needs (its defaults resolved differently). A part of ``Pipeline``.
-"""
+A pipeline runs a copy of its :class:`~zephon_core.WorkSource` with the frozen token estimates, bound to its lanes
+and window (``"auto"`` resolved here), paced by the update lead when steered; release-0.1 sizing is adopted here too."""
 
 from __future__ import annotations
 
@@ -35,13 +32,9 @@ class Binding(Shared):
     def calibrate(self) -> dict[str, float] | None:
         """Freeze per-dataset tokens-per-sample estimates when the source mixes or sizes chunks in tokens.
 
-        Runs once, before the first chunk: the first operator that can count tokens
-        (``Operator.estimate_tokens``) measures each dataset. The estimates turn token weights into
-        sample weights and are stored in every checkpoint, so a resumed run, on any world size, draws
-        exactly the same samples; estimates restored from a checkpoint or given to the source are kept.
-        Returns None when the source mixes by samples and its chunks need no estimates, or only
-        optionally (``token_estimates_use="optional"``, the default chunk size) and nothing counts tokens.
-        """
+        Once, before the first chunk, the first operator with ``estimate_tokens`` measures each dataset (estimates
+        given to the source or restored from a checkpoint are kept); stored in every checkpoint, so a resumed run on
+        any world size draws the same samples. None when no estimates are needed, or only optional and unmeasured."""
         tokens = self.source.mixing_unit == "tokens"
         sized = self.source.token_estimates_use if isinstance(self.source, TokenSized) else None
         use = "required" if tokens else sized
@@ -85,8 +78,7 @@ class Binding(Shared):
 
     @property
     def flush_every(self) -> int:
-        """Chunks per window, resolved (``flush_every_k_chunks="auto"`` sized from the token estimates:
-        see :mod:`zephon_core.work.chunking`). Calibrates the pipeline if it was not yet."""
+        """Chunks per window, resolved (``"auto"`` is sized from the token estimates, calibrating if need be)."""
         self._active_source()
         return self._window_chunks
 
@@ -105,9 +97,8 @@ class Binding(Shared):
         return self._active
 
     def _configure(self, source: WorkSource, estimates: dict[str, float] | None) -> WorkSource:
-        """``source`` as this pipeline runs it: with the frozen token estimates when it uses them, and
-        bound to the pipeline's lanes (``with_lanes``) and window (``with_window``) when it asks for
-        them. Lanes and window are in the fingerprint already."""
+        """``source`` as this pipeline runs it: with the frozen token estimates when it uses them, bound to the
+        lanes (``with_lanes``) and window (``with_window``) when it asks (both are in the fingerprint already)."""
         sized = isinstance(source, TokenSized) and source.token_estimates_use is not None
         if estimates is not None and (source.mixing_unit == "tokens" or sized):
             source = source.with_token_estimates(estimates)
@@ -142,12 +133,8 @@ class Binding(Shared):
         return self._closed or (self._engine is not None and self._engine.ctx.stop.is_set())
 
     def _adopt_release_0_1_sizing(self, state: Mapping[str, Any]) -> Callable[[], None]:
-        """Size chunks and windows as release 0.1 did when the checkpoint is of such a run and this
-        pipeline leaves those settings at their defaults (which release 0.1 resolved differently).
-
-        Only adopted when it makes the fingerprints equal, so a pipeline that differs in anything
-        else is still refused with its differences. Returns what undoes it.
-        """
+        """Size chunks and windows as release 0.1 did (it resolved the defaults differently) for its checkpoints, if
+        this pipeline keeps those defaults and that makes the fingerprints equal (else refused). Returns its undo."""
         definition = state["definition"]
         if state["fingerprint"] == ckpt.fingerprint(self.definition()) or not isinstance(definition, Mapping):
             return lambda: None

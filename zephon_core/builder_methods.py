@@ -1,14 +1,9 @@
 """Builder methods for registered operators, with the factory's real signature and docstring.
 
-Operators are plugins (``.tokenize()`` exists once ``zephon-tokenize`` is installed), so the class
-cannot spell them out. On the class, every operator of the default plugin manager becomes a real
-attribute (an :class:`OperatorMethod`) the first time the class is asked for a name it lacks or for
-its ``dir()``: ``help(Pipeline.tokenize)`` and ``inspect.signature`` show the operator's own
-parameters and docstring, while ``import zephon_core`` loads no plugin. On an instance, the method
-comes from the pipeline's *own* plugin manager (``plugins=pm``: also operators the default lacks).
-A misspelled keyword, option or operator is an error listing the valid names with the closest
-match, instead of a ``TypeError`` from deep inside the plugin.
-"""
+Operators are plugins, so the class cannot spell them out: each operator of the default plugin manager becomes an
+:class:`OperatorMethod` class attribute on first need (``help(Pipeline.tokenize)`` works, ``import zephon_core``
+loads no plugin); on an instance, the method comes from the pipeline's own plugin manager. A misspelled keyword,
+option or operator is an error naming the closest match, not a ``TypeError`` from deep inside the plugin."""
 
 from __future__ import annotations
 
@@ -18,23 +13,18 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from zephon_core.errors import ConfigError, PluginError
-
-if TYPE_CHECKING:
-    from zephon_core.plugins import Registration, ZephonPluginManager
+from zephon_core.plugins import Registration, ZephonPluginManager, default_plugin_manager
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 class Unchanged(enum.Enum):
-    """The type of :data:`UNCHANGED`, the default of every ``Pipeline.options`` parameter.
-
-    A sentinel rather than ``None``, because ``None`` is a meaningful value of several options
-    (``timeout_s=None``: no limit).
-    """
+    """The type of :data:`UNCHANGED`, the default of every ``Pipeline.options`` parameter: a sentinel, because
+    ``None`` is a meaningful value of several options (``timeout_s=None``: no limit)."""
 
     UNCHANGED = "unchanged"
 
@@ -70,19 +60,14 @@ def factory_signature(factory: Any) -> inspect.Signature:
 
 
 def checked_options(fn: Callable[P, R]) -> Callable[P, R]:
-    """Make a misspelled keyword of ``Pipeline.options`` a :class:`ConfigError` with the closest option.
-
-    The typed keyword parameters let type checkers and editors catch ``options(lanse=4)``; at run
-    time Python's own ``TypeError`` would not say which option was meant, so this checks the call
-    against the signature first. ``inspect.signature`` still shows the typed parameters.
-    """
+    """Make a misspelled keyword of ``Pipeline.options`` a :class:`ConfigError` naming the closest option, where
+    Python's own ``TypeError`` would not say which was meant; ``inspect.signature`` still shows the parameters."""
     sig = inspect.signature(fn)
     valid = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
 
     @functools.wraps(fn)
     def options(*args: P.args, **kwargs: P.kwargs) -> R:
-        unknown = sorted(set(kwargs) - set(valid))
-        if unknown:
+        if unknown := sorted(set(kwargs) - set(valid)):
             raise ConfigError(
                 f"unknown option(s) {unknown}{did_you_mean(unknown[0], valid)}; valid options: {sorted(valid)}"
             )
@@ -94,8 +79,7 @@ def checked_options(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def _operator_doc(reg: Registration, factory: Any) -> str:
-    """What ``help()`` shows for an operator method: the class's docstring, its ``__init__``'s (where
-    the arguments are often described) and which package registered the operator."""
+    """What ``help()`` shows for an operator method: the class's and ``__init__``'s docstrings, and its origin."""
     init_doc = inspect.getdoc(getattr(factory, "__init__", None)) if inspect.isclass(factory) else None
     origin = f"Operator {reg.name!r}, registered by {reg.package} {reg.version}."
     docs = (inspect.getdoc(factory), init_doc, origin)
@@ -113,29 +97,21 @@ def unknown_operator(builder: Builder, name: str, exc: PluginError) -> Attribute
 
 
 def builder_names(cls: type, *, operators: bool = True) -> list[str]:
-    """The public names of a builder class (methods, properties; with ``operators``, its installed
-    :class:`OperatorMethod` attributes too), for suggestions."""
+    """The public names of a builder class, for suggestions (with ``operators``, its :class:`OperatorMethod` too)."""
     names = {n for k in cls.__mro__ for n, v in vars(k).items() if operators or not isinstance(v, OperatorMethod)}
     return sorted(n for n in names if not n.startswith("_"))
 
 
 def builder_dir(builder: Builder, names: Iterable[str]) -> list[str]:
-    """``dir(pipeline)``: ``names`` (the default ``dir``) plus the operators of the pipeline's own
-    manager, without class-level operators that manager lacks (accessing them would fail)."""
+    """``dir(pipeline)``: ``names`` plus its own manager's operators, minus class-level ones that manager lacks."""
     registered = set(builder.plugins.registry.names("operator"))
     on_class = {n for n in names if isinstance(inspect.getattr_static(type(builder), n, None), OperatorMethod)}
     return sorted((set(names) - on_class) | registered)
 
 
 def bound_method(builder: Builder, name: str) -> Callable[..., Any]:
-    """``builder.NAME`` for operator ``NAME`` of the builder's own plugin manager. Its arguments are
-    checked against the factory's signature first, so that a misspelled keyword is a
-    :class:`ConfigError` naming the operator and the closest parameter.
-
-    Raises:
-        AttributeError: no operator ``NAME`` is installed in that manager (the message names the
-            closest operator or method and the installed operators).
-    """
+    """``builder.NAME`` for operator ``NAME`` of the builder's own plugin manager, its arguments checked against the
+    factory's signature first: a misspelled keyword or operator is an error naming the closest name."""
     try:
         reg = builder.plugins.registry.get("operator", name)
     except PluginError as exc:
@@ -163,10 +139,8 @@ def bound_method(builder: Builder, name: str) -> Callable[..., Any]:
 
 
 def unbound_method(reg: Registration) -> Callable[..., Any]:
-    """``Pipeline.NAME`` (class access): the operator's parameters after ``self``, for ``help()`` and editors.
-
-    Calling it as ``Pipeline.NAME(pipeline, ...)`` goes through ``pipeline``'s own plugin manager.
-    """
+    """``Pipeline.NAME`` (class access): the operator's parameters after ``self``, for ``help()`` and editors;
+    ``Pipeline.NAME(pipeline, ...)`` goes through ``pipeline``'s own plugin manager."""
     factory = reg.load()
     sig = factory_signature(factory)
     params = list(sig.parameters.values())
@@ -189,13 +163,8 @@ def unbound_method(reg: Registration) -> Callable[..., Any]:
 
 
 class OperatorMethod:
-    """A registered operator as a class attribute of the builder (a non-data descriptor).
-
-    Class access resolves it once from the default plugin manager (for ``help()``, ``inspect`` and
-    editors); instance access builds the method from the instance's own manager every time. An
-    instance whose manager lacks the operator gets ``AttributeError`` from here, and then the
-    builder's ``__getattr__``, which looks again and explains.
-    """
+    """A registered operator as a class attribute of the builder (a non-data descriptor): class access resolves it once
+    from the default plugin manager (for ``help()``), instance access each time from the instance's own manager."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -204,8 +173,6 @@ class OperatorMethod:
     def __get__(self, obj: Builder | None, owner: type | None = None) -> Callable[..., Any]:
         if obj is None:
             if self._unbound is None:
-                from zephon_core.plugins import default_plugin_manager
-
                 self._unbound = unbound_method(default_plugin_manager().registry.get("operator", self.name))
             return self._unbound
         return bound_method(obj, self.name)
@@ -220,21 +187,16 @@ _INSTALLED = "_zephon_operator_attributes"
 
 
 def install_operator_attributes(cls: type) -> None:
-    """Give ``cls`` an :class:`OperatorMethod` for every operator of the default plugin manager.
+    """Give ``cls`` an :class:`OperatorMethod` for every operator of the default plugin manager it does not define.
 
-    Done once per class, on first need rather than at import: building the default manager scans
-    the installed entry points, which ``import zephon_core`` must not pay for. Names the class
-    already defines (``shuffle``, ``map_transform``, ...) keep their own method. A broken plugin is
-    not raised here (it would break ``hasattr``); it is raised when a pipeline is built with it.
-    Another thread asking meanwhile waits for the attributes rather than missing them.
-    """
+    Once per class, on first need: building the default manager scans the entry points, which ``import zephon_core``
+    must not pay for. A broken plugin is raised when a pipeline is built with it, not here (it would break
+    ``hasattr``). Another thread asking meanwhile waits for the attributes."""
     with _install_lock:
         if vars(cls).get(_INSTALLED) or cls in _installing:
             return
         _installing.add(cls)
         try:
-            from zephon_core.plugins import default_plugin_manager
-
             try:
                 names = default_plugin_manager().registry.names("operator")
             except PluginError:
@@ -248,11 +210,8 @@ def install_operator_attributes(cls: type) -> None:
 
 
 class OperatorMethods(type):
-    """Metaclass of the builder: its plugin operators are class attributes, installed on first need.
-
-    A class-level miss (``Pipeline.tokenize``) or ``dir(Pipeline)`` (which ``help(Pipeline)`` and
-    IPython completion use) installs them (see :func:`install_operator_attributes`).
-    """
+    """Metaclass of the builder: its plugin operators become class attributes on a class-level miss
+    (``Pipeline.tokenize``) or ``dir(Pipeline)``, which ``help()`` and completion use."""
 
     def __getattr__(cls, name: str) -> Any:
         if name.startswith("_"):  # dunder probes (pickle, pytest, IPython) must stay cheap

@@ -1,10 +1,5 @@
-"""A pipeline's side of checkpoints: gathering this rank's state, and resuming from a validated one.
-
-The checkpoint's fields are written and validated by :mod:`zephon_core.checkpoint.schema` only; here
-the pipeline supplies the values (lane positions, the source's state, the frozen estimates, the skip
-log) and checks what depends on itself: the fingerprint, the lanes it owns, and that every replay
-window exists in its data. A part of ``Pipeline``.
-"""
+"""A pipeline's side of checkpoints (whose fields :mod:`zephon_core.checkpoint.schema` alone writes and validates):
+this rank's state, and resuming after checking the fingerprint, the lanes owned and every replay window."""
 
 from __future__ import annotations
 
@@ -28,9 +23,8 @@ else:
 
 
 def _differ_only_by_absent_labels(saved: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
-    """Whether two definitions are the same but for identity labels (``Pipeline.label``) that one of
-    them lacks entirely: a pipeline rebuilt from a description (e.g. a recipe) resumes a checkpoint of
-    the same pipeline written in code, and the other way round. Labels on both sides must match."""
+    """Whether two definitions differ only by identity labels (``Pipeline.label``) one of them lacks entirely: a
+    pipeline rebuilt from a recipe resumes one written in code, and back. Labels on both sides must match."""
     if ("labels" in saved) == ("labels" in current):
         return False
     unlabelled = [{k: v for k, v in d.items() if k != "labels"} for d in (saved, current)]
@@ -41,11 +35,8 @@ class Checkpointing(Shared):
     """``state_dict`` and ``load_state_dict`` (see the module docstring)."""
 
     def state_dict(self) -> dict[str, Any]:
-        """This rank's lanes as plain JSON-compatible data (see :mod:`zephon_core.checkpoint`).
-
-        With a manifest, what it has gathered is written first: every step before a checkpoint is on
-        disk, and a run resumed from it delivers (and records) the later steps again.
-        """
+        """This rank's lanes as plain JSON-compatible data (see :mod:`zephon_core.checkpoint`). A manifest is
+        written first, so every step before a checkpoint is on disk (a resumed run records the later ones again)."""
         if self._manifest is not None:
             self._manifest.flush(wait=True)
         opts, source = self._opts, self._active or self.source
@@ -73,11 +64,8 @@ class Checkpointing(Shared):
         )
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume from a checkpoint taken on any world size (merge ranks with ``merge_checkpoints``).
-
-        Everything is validated before anything changes: a rejected checkpoint leaves the pipeline
-        as it was.
-        """
+        """Resume from a checkpoint taken on any world size (merge ranks with ``merge_checkpoints``). Everything is
+        validated before anything changes: a rejected checkpoint leaves the pipeline as it was."""
         if self._engine is not None:
             raise CheckpointError("load_state_dict must be called before iterating the pipeline")
         state = ckpt.validate(state)
@@ -91,9 +79,8 @@ class Checkpointing(Shared):
             raise
 
     def _adopt_recorded_operator_configs(self, state: Mapping[str, Any]) -> Callable[[], None]:
-        """Let operators that changed a default resolve it as the checkpoint recorded
-        (:class:`~zephon_core.ops.contract.AdoptsRecordedConfig`); kept only when the fingerprints
-        then match. Returns what undoes it."""
+        """Let operators that changed a default resolve it as the checkpoint recorded (``AdoptsRecordedConfig``);
+        kept only when the fingerprints then match. Returns what undoes it."""
         recorded = state["definition"].get("operators") if isinstance(state["definition"], Mapping) else None
         if state["fingerprint"] == ckpt.fingerprint(self.definition()) or not isinstance(recorded, list):
             return lambda: None
@@ -101,8 +88,7 @@ class Checkpointing(Shared):
         for op, rec in zip(self.operators, recorded):
             config = rec.get("config") if isinstance(rec, Mapping) else None
             if isinstance(op, AdoptsRecordedConfig) and isinstance(config, Mapping):
-                undo_one = op.adopt_recorded_config(config)
-                if undo_one is not None:
+                if (undo_one := op.adopt_recorded_config(config)) is not None:
                     undos.append(undo_one)
 
         def undo() -> None:
@@ -116,9 +102,8 @@ class Checkpointing(Shared):
 
     def _load_validated(self, state: Mapping[str, Any]) -> None:
         saved, definition = state["definition"], self.definition()
-        if state["fingerprint"] != ckpt.fingerprint(definition) and not _differ_only_by_absent_labels(
-            saved, definition
-        ):
+        same = state["fingerprint"] == ckpt.fingerprint(definition)
+        if not same and not _differ_only_by_absent_labels(saved, definition):
             diffs = ckpt.diff_definitions(saved, definition) or ["(definitions differ)"]
             raise CheckpointError("checkpoint belongs to a different pipeline: " + "; ".join(diffs[:8]))
         here = (self._opts.dp_world_size, self._opts.dp_rank)
@@ -146,8 +131,7 @@ class Checkpointing(Shared):
         self._skips, self._pending_skip = skips
 
     def _check_positions(self, starts: Mapping[int, LaneStart], layout: LaneLayout, source: WorkSource) -> None:
-        """Every lane's replay window must exist in ``source``, as the checkpoint leaves it (a window
-        past the end would end the lane at once and silently lose its data)."""
+        """Every lane's replay window must exist in ``source`` (one past the end would silently end the lane)."""
         k = self._resolve_window(source)
         for lane in layout.owned:
             s = starts[lane]
@@ -183,8 +167,8 @@ class Checkpointing(Shared):
             source.load_lane_state_dicts({int(k): v.get("source") or {} for k, v in state["lanes"].items()})
 
     def _restored_source(self, state: Mapping[str, Any], estimates: dict[str, float] | None) -> WorkSource:
-        """The source configured as the checkpoint leaves it: a copy with the state loaded (validating it
-        changes nothing yet), or the source itself when configuring gives it back (nothing to bind)."""
+        """The source configured as the checkpoint leaves it: a copy with the state loaded (nothing changes yet), or
+        the source itself when configuring returns it (nothing to bind)."""
         probe = self._configure(self.source, estimates)
         if probe is not self.source:
             self._load_source_state(probe, state)

@@ -1,8 +1,5 @@
-"""What determines a pipeline's data, as JSON: its definition, and the labels a tool adds to it.
-
-The definition is hashed into every checkpoint's fingerprint, so resuming under another definition is
-refused with the differing keys named. A part of ``Pipeline``.
-"""
+"""What determines a pipeline's data, as JSON: its definition (hashed into every checkpoint's fingerprint, so
+resuming under another one is refused, naming the keys), and the labels a tool adds to it."""
 
 from __future__ import annotations
 
@@ -22,14 +19,11 @@ class Definition(Shared):
     """The pipeline's identity (see the module docstring)."""
 
     def label(self, **labels: Any) -> Pipeline:
-        """Make ``labels`` part of this pipeline's identity: JSON values kept in :meth:`definition`.
+        """Make ``labels`` (JSON values, in :meth:`definition`) part of the identity; later calls add or replace keys.
 
-        A tool that builds pipelines from a description of its own (a recipe file, a config system)
-        records that description here, so every checkpoint carries it and resuming under an edited
-        description is refused with the differing keys named (``labels.recipe.mixture.seed: ...``).
-        Labels enter the definition only once set, so pipelines without them keep their fingerprint;
-        and a checkpoint whose definition differs from this pipeline's only in that one of the two has
-        no labels at all still resumes it (the data is the same). Later calls add or replace keys.
+        A tool that builds pipelines from a description (a recipe, a config system) records it here: every checkpoint
+        carries it, and resuming under an edited one is refused, naming the keys. Pipelines without labels keep their
+        fingerprint, and a checkpoint that differs only in that one side has no labels at all still resumes.
 
         Raises:
             ConfigError: a value that is not JSON-compatible, or the pipeline is already running.

@@ -1,9 +1,5 @@
-"""Errors raised by Zephon.
-
-Every error a user can trigger derives from :class:`ZephonError`, so a training script can catch
-one type. Subclasses say *where* the fault lies (configuration, a reader, an operator, a
-checkpoint) because the message alone should let a user find the file, shard or option at fault.
-"""
+"""Errors raised by Zephon: every one derives from :class:`ZephonError`, so a training script can catch
+one type; subclasses say *where* the fault lies (configuration, a reader, an operator, a checkpoint)."""
 
 from __future__ import annotations
 
@@ -12,9 +8,8 @@ class ZephonError(Exception):
     """Base class of every error Zephon raises on purpose.
 
     Attributes:
-        index: set by a worker when the error concerns one item of its task (the position of that
-            item), so the stage can name exactly the sample at fault.
-    """
+        index: set by a worker when the error concerns one item of its task (its position), so the
+            stage can name exactly the sample at fault."""
 
     index: int | None = None
 
@@ -34,11 +29,8 @@ class ReaderError(ZephonError):
 class RecordError(ReaderError):
     """A record does not decode (invalid JSON, a corrupt value) although its shard is intact.
 
-    Readers raise this, not a plain :class:`ReaderError`, for damage confined to the records asked
-    for, so that ``on_error="skip"`` can drop exactly those records (a tombstone) and go on. A
-    missing, short or unreadable file stays a :class:`ReaderError`: skipping it would silently train
-    on less data.
-    """
+    Damage confined to the records asked for, so ``on_error="skip"`` can drop exactly those (a tombstone);
+    a missing, short or unreadable file stays a :class:`ReaderError`, as skipping it would lose data."""
 
 
 class OperatorError(ZephonError):

@@ -1,11 +1,8 @@
 """Hashing: batch fingerprints for determinism checks, and counter-based randomness.
 
-Determinism is checked by comparing SHA-256 digests of batches, so the digest must cover
-everything that could differ: key names, dtypes, shapes and bytes, in a fixed key order.
-
-Randomness is derived by hashing (never from a generator whose state spans calls), so the value
-drawn for a record depends only on its identity, not on grouping, parallelism or restarts.
-"""
+A batch digest covers everything that could differ: key names, dtypes, shapes and bytes, in a fixed key
+order. Randomness is derived by hashing, so a record's draw depends only on its identity, not on
+grouping, parallelism or restarts."""
 
 from __future__ import annotations
 
@@ -30,17 +27,13 @@ def hash_arrays(arrays: Mapping[str, np.ndarray], h: Any = None) -> str:
         h.update(arr.dtype.str.encode())
         h.update(repr(arr.shape).encode())
         h.update(np.ascontiguousarray(arr).tobytes())
-    digest: str = h.hexdigest()
-    return digest
+    return str(h.hexdigest())
 
 
 def hash_global_batch(batches: Iterable[Any]) -> str:
-    """Digest of one global step: every lane's microbatches, concatenated per lane in lane order.
-
-    ``batches`` are :class:`~zephon_core.runtime.types.SampleBatch` objects from any number of ranks.
-    Concatenating per lane makes the digest independent of how a global batch was split into
-    microbatches and gradient-accumulation steps.
-    """
+    """Digest of one global step: every lane's microbatches (:class:`~zephon_core.runtime.types.SampleBatch`,
+    from any number of ranks) concatenated per lane in lane order, so it does not depend on how the step
+    was split into microbatches and gradient-accumulation steps."""
     by_lane: dict[int, list[Any]] = {}
     for b in batches:
         by_lane.setdefault(b.lane, []).append(b)

@@ -1,11 +1,8 @@
 """Hook specifications: how plugins tell the kernel what they provide.
 
-The ``zephon_register_*`` hooks receive a ``register`` callback and call it once per thing
-provided, with keyword arguments (the llm pattern); :mod:`zephon_core.plugins` validates them. Two
-hooks are not registrations: ``zephon_metrics`` receives running pipelines' metric snapshots, and
-``zephon_register_commands`` adds subcommands to the ``zephon`` command line (the kernel's too).
-The callbacks are typed by keyword-only protocols (:class:`Register`, ...), so an editor catches a
-misspelled argument, a registration reads as a record, and new optional fields break no plugin.
+The ``zephon_register_*`` hooks call their ``register`` callback (typed by keyword-only protocols such
+as :class:`Register`) once per thing provided; ``zephon_metrics`` and ``zephon_register_commands`` are
+not registrations.
 
 A plugin module looks like::
 
@@ -37,20 +34,16 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
 PLUGIN_CONTRACT: tuple[int, int] = (1, 0)
-"""The plugin contract this kernel implements, ``(major, minor)``: these hooks, the ``register``
-callbacks and the operator, reader and runner protocols that plugins build on.
-
-A plugin declares the one it was built for next to its hooks, as a literal (not a copy of this):
-``ZEPHON_CONTRACT = (1, 0)``. The kernel loads a plugin of its own major and a minor not newer (a
-minor only adds), and refuses any other, naming the plugin's distribution and both contracts. A new
-major comes with a new ``zephon-core`` minor range, which plugins pin (``zephon-core>=0.1,<0.2``)."""
+"""The plugin contract this kernel implements, ``(major, minor)``: these hooks, the ``register`` callbacks
+and the operator, reader and runner protocols. A plugin declares the one it was built for as a literal,
+``ZEPHON_CONTRACT = (1, 0)``; the kernel loads one of its own major and a minor not newer (a minor only
+adds) and refuses any other. A new major comes with a new ``zephon-core`` minor range, which plugins pin."""
 
 
 @runtime_checkable
 class DeclaresContract(Protocol):
-    """A plugin capability: it says which :data:`PLUGIN_CONTRACT` it was built for. When the kernel uses
-    it: registering a plugin (entry point or object given in code) checks it as :data:`PLUGIN_CONTRACT`
-    says; ``ZEPHON_CONTRACT = None``, or no attribute, declares nothing."""
+    """A plugin capability: the :data:`PLUGIN_CONTRACT` it was built for, checked when the plugin is
+    registered; ``ZEPHON_CONTRACT = None``, or no attribute, declares nothing."""
 
     ZEPHON_CONTRACT: tuple[int, int] | None
 
@@ -63,41 +56,31 @@ Factory: TypeAlias = Callable[..., Any] | str
 """A callable, or a lazy ``"module:attr"`` string naming one (imported only when first used)."""
 
 Detect: TypeAlias = Callable[[Any, str, list[str]], bool] | str
-"""``detect(fs, root, files) -> bool``: does the dataset at ``root`` (an fsspec filesystem and a
-path on it; ``files`` relative to ``root``) look like this format? Or a ``"module:attr"`` string."""
+"""``detect(fs, root, files) -> bool`` (fsspec filesystem, path, files relative to it): is it this format?"""
 
 IndexBuilder: TypeAlias = Callable[[str], Any] | str
 """``index(path)``: build the format's index ahead of time (what ``zephon index PATH`` runs)."""
 
 FieldCheck: TypeAlias = Callable[[str, Any], bool] | str
 """``check(field, value) -> bool``: a field validator's test of one field value (or ``"module:attr"``).
-
-``field`` is the field's name (nested: ``"outer.inner"``, list items: ``"name[3]"``); ``value`` is
-what the reader returned. The check returns False for a value not of the kind it decodes (it did
-not look), True when it decoded it, and raises (``ValueError``, the message being the reason) when
-a value of its kind does not decode. It runs on every field of every record, so deciding "not
-mine" must cost next to nothing (a type test, a look at the first bytes)."""
+``field`` is its name (``"outer.inner"``, ``"name[3]"``). Return False for a value not of the kind it
+decodes (cheaply: it runs on every field), True when it decoded it; raise ``ValueError`` when it fails."""
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 """What :func:`zephon_register_commands` is handed: the ``zephon`` command's subparsers, to ``add_parser`` to."""
 
 
 class CommandMain(Protocol):
-    """What a subcommand runs (``p.set_defaults(fn=...)``, or a ``"module:attr"`` string naming it):
-    ``args`` is the parsed command line, ``plugins`` the invocation's one manager. It returns the exit
-    status; a :class:`~zephon_core.errors.ZephonError` it raises is printed as one
-    ``zephon: error: ...`` line with status 2."""
+    """What a subcommand runs (``p.set_defaults(fn=...)``), returning the exit status; a
+    :class:`~zephon_core.errors.ZephonError` it raises is printed as one ``zephon: error: ...`` line (status 2)."""
 
     def __call__(self, args: argparse.Namespace, plugins: ZephonPluginManager) -> int: ...
 
 
 class Observer(Protocol):
-    """What an observer factory returns: it sees every microbatch one pipeline delivers. The pipeline
-    calls :meth:`record` with each microbatch before handing it to the training loop (on that thread, so
-    it must be quick: hand slow work to a thread of its own), ``flush()`` when the data runs out,
-    ``flush(wait=True)`` in ``state_dict()`` (so what was observed before a checkpoint is safe) and
-    :meth:`close` in ``close()``. An exception it raises reaches the training loop: an observer that
-    cannot do its job stops the run rather than miss steps."""
+    """What an observer factory returns: :meth:`record` gets each microbatch on the training loop's thread (be
+    quick), ``flush()`` runs at the end of data and (``wait=True``) in ``state_dict()``, :meth:`close` in
+    ``close()``. Its exceptions stop the run rather than miss steps."""
 
     def record(self, batch: SampleBatch) -> None: ...
     def flush(self, wait: bool = False) -> None: ...
@@ -105,19 +88,16 @@ class Observer(Protocol):
 
 
 class ObserverFactory(Protocol):
-    """``factory(value, options=, source=, lanes_per_rank=)``: start observing one pipeline run.
-    ``value`` is the option's value (``options(manifest=PATH)``: the path); ``options`` all the
-    pipeline's :class:`~zephon_core.Options` (companions such as ``manifest_every_steps``);
-    ``source`` the calibrated work source; ``lanes_per_rank`` the microbatches of a step on this rank."""
+    """``factory(value, options=, source=, lanes_per_rank=)``: start observing one pipeline run; ``value``
+    is the option's value (``options(manifest=PATH)``: the path), ``options`` all the pipeline's options,
+    ``source`` the calibrated work source, ``lanes_per_rank`` the microbatches of a step on this rank."""
 
     def __call__(self, value: Any, *, options: Options, source: WorkSource, lanes_per_rank: int) -> Observer: ...
 
 
 class StepProbe(Protocol):
-    """The factory of the ``validate`` observer: ``probe(mode, fetch=, steps=, source=, kind_of=)``.
-    Called before the engine starts: it probes the steps on the first records ``fetch`` reads from
-    ``source`` (``kind_of(step)``: the registered kind it was built by, None for a user's own), warns
-    or raises as ``mode`` says, and returns what ``stats()["validation"]`` shows."""
+    """The ``validate`` observer's factory, ``probe(mode, fetch=, steps=, source=, kind_of=)``: it probes the
+    steps on the first records before the engine starts and returns what ``stats()["validation"]`` shows."""
 
     def __call__(
         self, mode: str, *, fetch: Any, steps: Sequence[Any], source: WorkSource, kind_of: Callable[[Any], str | None]
@@ -125,8 +105,7 @@ class StepProbe(Protocol):
 
 
 class Tunable(Protocol):
-    """What an autotuner is handed: the engine's metrics, and ``resizable()``, the parallelism of each
-    step whose workers ``resize`` may change (order-neutral: a reorder window restores sequence)."""
+    """What an autotuner is handed: the engine's metrics, and the parallelism of each step it may resize."""
 
     def metrics(self) -> dict[str, Any]: ...
     def resizable(self) -> dict[str, int]: ...
@@ -134,8 +113,7 @@ class Tunable(Protocol):
 
 
 class Tuner(Protocol):
-    """What a :class:`TunerFactory` returns: started with the engine, stopped when it closes;
-    ``report()`` is what ``metrics()["autotune"]`` shows."""
+    """What a :class:`TunerFactory` returns; ``report()`` is what ``metrics()["autotune"]`` shows."""
 
     def start(self) -> None: ...
     def stop(self) -> None: ...
@@ -155,11 +133,8 @@ class Reporter(Protocol):
 
 
 class ReporterFactory(Protocol):
-    """The factory of the ``metrics`` observer:
-    ``factory(snapshot, stop, done, callback=, hook=, every_s=, labels=)``.
-
-    ``hook`` is the plugin manager's ``zephon_metrics`` hook caller. It returns None when nothing
-    listens (no callback and no hook implementation), so a pipeline nobody watches runs no thread."""
+    """The ``metrics`` observer's factory, ``factory(snapshot, stop, done, callback=, hook=, every_s=, labels=)``
+    (``hook``: the ``zephon_metrics`` hook caller); None when nothing listens, so no thread runs."""
 
     def __call__(
         self,
@@ -176,13 +151,12 @@ class ReporterFactory(Protocol):
 
 OptionCheck: TypeAlias = Callable[[Any], None] | str
 """``check(value)``: validate an observer option's value when it is set (raise
-:class:`~zephon_core.errors.ConfigError` with a one-line reason), before any pipeline runs."""
+:class:`~zephon_core.errors.ConfigError` with a one-line reason)."""
 
 
 class DemoMain(Protocol):
-    """What a registered demo's factory is: a ``main`` that parses its own arguments. ``plugins`` is the
-    ``zephon demo`` invocation's manager; pass it on to ``Pipeline`` and ``Dataset.from_path`` so the
-    demo runs with exactly the plugins the command listed."""
+    """A registered demo's factory: a ``main`` that parses its own arguments; pass ``plugins`` (the
+    ``zephon demo`` invocation's manager) on to ``Pipeline`` and ``Dataset.from_path``."""
 
     def __call__(self, argv: list[str], *, plugins: ZephonPluginManager) -> int: ...
 
@@ -194,9 +168,8 @@ class Register(Protocol):
 
 
 class ReaderRegister(Protocol):
-    """The ``register`` callback of :func:`zephon_register_readers`. ``detect`` is optional only for
-    readers that are never picked by auto-detection (the kernel's in-memory reader); every on-disk
-    format should give one."""
+    """The ``register`` callback of :func:`zephon_register_readers`; every on-disk format should give
+    ``detect`` (only readers never auto-detected, such as the in-memory one, may omit it)."""
 
     def __call__(
         self,
@@ -231,16 +204,14 @@ class ObserverRegister(Protocol):
 
 @hookspec
 def zephon_register_readers(register: ReaderRegister) -> None:
-    """Register format readers: ``register(name=, factory=, detect=, index=, description=)``.
-    ``factory(path, **options)`` returns a :class:`~zephon_core.work.readers.Reader`; ``detect`` is a
-    :data:`Detect`, ``index`` an :data:`IndexBuilder`. All three may be ``"module:attr"`` strings."""
+    """Register format readers: ``register(name=, factory=, detect=, index=, description=)``, ``factory(path,
+    **options)`` returning a :class:`~zephon_core.work.readers.Reader`, ``detect`` a :data:`Detect`."""
 
 
 @hookspec
 def zephon_register_operators(register: Register) -> None:
-    """Register operators: ``register(name=, factory=, description=)``. ``factory(*args, **kwargs)``
-    returns an :class:`~zephon_core.ops.contract.Operator`; the name becomes a builder method,
-    ``Pipeline(...).<name>(...)``."""
+    """Register operators: ``register(name=, factory=, description=)``; ``factory(*args, **kwargs)`` returns
+    an :class:`~zephon_core.ops.contract.Operator` and the name becomes ``Pipeline(...).<name>(...)``."""
 
 
 @hookspec
@@ -250,55 +221,36 @@ def zephon_register_runners(register: Register) -> None:
 
 @hookspec
 def zephon_register_demos(register: DemoRegister) -> None:
-    """Register demos for ``zephon demo``: ``register(name=, factory=, description=)``.
-
-    ``factory(argv, plugins=...)`` is a :class:`DemoMain` returning an exit code; ``zephon demo
-    --name NAME`` runs it and ``zephon demo --list`` lists it."""
+    """Register demos for ``zephon demo``: ``register(name=, factory=, description=)``, factory a :class:`DemoMain`."""
 
 
 @hookspec
 def zephon_register_validators(register: ValidatorRegister) -> None:
     """Register field validators for ``zephon index --validate``: ``register(name=, factory=, description=)``.
 
-    A format reader only checks that records parse; a payload inside a field (an encoded image) is
-    decoded later by an operator, so a corrupt one would fail the run hours in. A decoder plugin
-    registers a validator that decodes, as cheaply as it can, what its operators would decode;
-    ``--validate`` runs each on every field of every record and reports failures by file, shard,
-    sample, field and reason. ``name`` is the kind of payload, as the summary says it
-    (``"512 image field(s) decoded by zephon-vision"``); ``factory`` a :data:`FieldCheck`, run in
-    worker processes (so a ``"module:attr"`` string or a module-level function)."""
+    A reader only checks that records parse, so a decoder plugin registers a validator that cheaply decodes
+    its payloads (a corrupt image would fail the run hours in). ``name`` is the payload kind, as the summary
+    says it (``"512 image field(s) decoded by zephon-vision"``); ``factory`` a picklable :data:`FieldCheck`."""
 
 
 @hookspec
 def zephon_metrics(snapshot: dict[str, Any]) -> None:
-    """Receive a running pipeline's metrics, every ``metrics_every_s`` seconds (option, default 10).
-
-    ``snapshot`` is what ``Pipeline.metrics()`` returns (cumulative counters per step, ``"window"``:
-    rates since the previous report), plus ``"rank"``, ``"world_size"`` and ``"final"`` (true for the
-    last report, sent when the pipeline stops). It is called from a background thread, never the
-    training loop's, so a slow dashboard cannot stall a step; an exception is warned about once and
-    otherwise ignored. Nothing runs (no thread) unless a callback (``options(metrics_callback=fn)``)
-    or an implementation of this hook exists."""
+    """Receive a running pipeline's metrics every ``metrics_every_s`` seconds (default 10): ``snapshot`` is
+    ``Pipeline.metrics()`` plus ``"rank"``, ``"world_size"`` and ``"final"``. Called from a background
+    thread, so a slow dashboard cannot stall a step; an exception is warned about once, then ignored."""
 
 
 @hookspec
 def zephon_register_observers(register: ObserverRegister) -> None:
     """Register pipeline observers by option name: ``register(name=, factory=, check=, description=)``.
 
-    ``name`` is the :class:`~zephon_core.Options` field that turns the observer on: when set (not
-    None), the pipeline calls the :class:`ObserverFactory` as it starts and hands every delivered
-    microbatch to the :class:`Observer` it returns. ``check(value)`` (an :data:`OptionCheck`) runs
-    when the option is set, so a bad value or a missing dependency fails at ``options()``, not once
-    the run is going. Both may be ``"module:attr"`` strings. Three observers are not fed
-    microbatches: ``validate`` (a :class:`StepProbe`), ``autotune`` (a :class:`TunerFactory`) and the
-    kernel's ``metrics`` (a :class:`ReporterFactory`)."""
+    When the :class:`~zephon_core.Options` field ``name`` is set, the pipeline feeds every microbatch to the
+    :class:`Observer` its :class:`ObserverFactory` returns; ``check`` is an :data:`OptionCheck`. Not fed:
+    ``validate`` (:class:`StepProbe`), ``autotune`` (:class:`TunerFactory`), ``metrics`` (:class:`ReporterFactory`)."""
 
 
 @hookspec
 def zephon_register_commands(subparsers: Subparsers) -> None:
     """Add ``zephon`` subcommands: ``p = subparsers.add_parser(name, help=...)``, its arguments, then
-    ``p.set_defaults(fn=...)`` with a :class:`CommandMain` (or a ``"module:attr"`` string naming one).
-
-    Keep the hook cheap: it runs on every ``zephon`` invocation, so build only the parser here and
-    import the command's code in ``fn`` (a lazy string does that). A command name two packages both
-    add is an error naming them."""
+    ``p.set_defaults(fn=...)`` with a :class:`CommandMain` or a ``"module:attr"`` string (keep the hook
+    cheap: it runs on every invocation). A command name two packages add is an error naming them."""

@@ -1,7 +1,5 @@
-"""Run options: what ``Pipeline.options(...)`` sets, and the checks every value passes when it is set.
-
-:class:`Options` is frozen: ``Pipeline.options`` replaces it, so options never change under a running engine.
-"""
+"""Run options: what ``Pipeline.options(...)`` sets, and the checks every value passes when it is set. They are
+frozen: ``Pipeline.options`` replaces them, so options never change under a running engine."""
 
 from __future__ import annotations
 
@@ -28,29 +26,20 @@ def check_validation_mode(mode: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """Run options. Only ``lanes``, ``flush_every_k_chunks`` and ``lane_assignment``/``lane_seed`` change
-    the data (they are in the fingerprint); the rest is free to change between runs.
-    ``lane_assignment="permute"`` deals each round of chunks to the lanes by a permutation seeded with
-    ``lane_seed`` instead of chunk ``g`` to lane ``g mod lanes`` (:mod:`zephon_core.work.lanes`).
+    """Run options. Only ``lanes``, ``flush_every_k_chunks`` and ``lane_assignment``/``lane_seed`` change the data (they
+    are in the fingerprint); the rest may change between runs. ``lane_assignment="permute"`` deals each round of chunks
+    to the lanes by a permutation seeded with ``lane_seed``, not chunk ``g`` to lane ``g mod lanes``.
 
-    ``timeout_s``: the limit for one task of every step that sets none (None: no limit; fetch
-    defaults to :data:`~zephon_core.runtime.fetch.FETCH_TIMEOUT_S`). ``autotune=True`` raises the
-    parallelism of whichever step limits throughput while it runs, within ``cpu_budget`` workers in
-    all (default: one per step plus one per CPU, so even a small machine has room to move); the data
-    is the same whatever it chooses. The tuner, like the ``validate`` probe, is zephon-observe's:
-    without it, setting either is an error. ``fuse`` lets consecutive per-record steps on the
-    processes runner (fetch, ``map_transform`` and operators built on it) run as one task in one
-    pool, so records cross between processes once (:mod:`zephon_core.runtime.fusion`);
-    ``fuse=False`` keeps each step's own pool and metrics.
-    ``max_inflight_bytes`` bounds the bytes waiting between stages (records are read in groups of at
-    most 1/32 of it), so large records do not multiply memory by queue depths.
+    ``timeout_s`` limits one task of every step that sets none (None: no limit; fetch defaults to ``FETCH_TIMEOUT_S``).
+    ``autotune=True`` raises the parallelism of the step that limits throughput, within ``cpu_budget`` workers in all
+    (default: one per step plus one per CPU), without changing the data; it and ``validate`` need zephon-observe.
+    ``fuse`` runs consecutive per-record steps on the processes runner as one task, so records cross processes once.
+    ``max_inflight_bytes`` bounds the bytes waiting between stages (records are read in groups of at most 1/32 of it),
+    so large records do not multiply memory by queue depths.
 
-    Observability (none of it changes the data): ``trace`` records worker task spans for ``trace()``;
-    ``metrics_callback`` (and every ``zephon_metrics`` hook) receives a metrics snapshot every
-    ``metrics_every_s`` seconds from a background thread; ``manifest`` names a folder (path or fsspec
-    URL) where zephon-observe records the samples of every delivered microbatch, written every
-    ``manifest_every_steps`` rounds (:mod:`zephon_observe.manifest`).
-    """
+    Observability (it never changes the data): ``trace`` records worker task spans for ``trace()``; ``metrics_callback``
+    and ``zephon_metrics`` hooks get a snapshot every ``metrics_every_s`` seconds; zephon-observe records each delivered
+    microbatch's samples in the folder (or URL) ``manifest`` every ``manifest_every_steps`` rounds."""
 
     lanes: int = 1
     dp_rank: int = 0
@@ -89,9 +78,7 @@ class Options:
         if self.manifest is not None:
             if not isinstance(self.manifest, (str, os.PathLike)):
                 raise ConfigError(f"option manifest must be a folder path or URL, got {self.manifest!r}")
-            # fail when the option is set, not once the pipeline is running: the observer (zephon-observe)
-            # must be installed, and its own check (pyarrow imports) must pass
-            check_observer("manifest", self.manifest)
+            check_observer("manifest", self.manifest)  # fail now, not when running: needs zephon-observe and pyarrow
         if self.validate != "off":  # the probe and the tuner are zephon-observe's: fail now if it is missing
             check_observer("validate", self.validate)
         if self.autotune:

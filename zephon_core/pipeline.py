@@ -1,18 +1,14 @@
 """The builder: a work source, the fetch stage, a chain of operators and the batch stage, run for one rank.
 
-``Pipeline(ws).map_transform(...).shuffle(...).batch(...).options(lanes=..., ...)`` only records
-the definition; threads and processes start on first iteration. Any registered operator is a
-builder method by its name (installing ``zephon-tokenize`` adds ``.tokenize()``). Fetch (first) and
-batch (last) are the kernel's own stages; everything between is an :class:`~zephon_core.ops.contract.Operator`.
-
-This module holds the builder methods; the rest of ``Pipeline`` is written one idea per module,
-each named in :data:`PARTS` and described by its own docstring, and assembled into this one class.
-"""
+``Pipeline(ws).map_transform(...).shuffle(...).batch(...).options(lanes=..., ...)`` only records the definition;
+threads and processes start on first iteration. Every registered operator is a builder method by its name."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import importlib
 import itertools
 import os
 import threading
@@ -35,9 +31,9 @@ from zephon_core.defaults.operators.mapping import check_seed, rng_base, takes_r
 from zephon_core.definition import Definition
 from zephon_core.errors import ConfigError, PluginError, ZephonError
 from zephon_core.hookspecs import Observer, Reporter
-from zephon_core.ops.contract import Operator, Payload
+from zephon_core.ops.contract import Lineage, Operator, Payload
 from zephon_core.options import VALIDATION_MODES, Options, check_validation_mode
-from zephon_core.plugins import ZephonPluginManager, default_plugin_manager
+from zephon_core.plugins import ZephonPluginManager, default_plugin_manager, install_hint
 from zephon_core.runtime.batch import BatchSpec, Collate
 from zephon_core.runtime.engine import Engine
 from zephon_core.runtime.fetch import FetchStage
@@ -47,6 +43,7 @@ from zephon_core.starting import Starting
 from zephon_core.steering import Steering
 from zephon_core.work.chunking import DEFAULT_FLUSH_EVERY
 from zephon_core.work.contract import WorkSource, check_work_source
+from zephon_core.work.lanes import LaneLayout
 from zephon_core.work.prefetch import stop_prefetch
 
 __all__ = ["VALIDATION_MODES", "Options", "Pipeline", "Step", "check_validation_mode"]
@@ -55,16 +52,12 @@ _T = TypeVar("_T")
 Step = FetchStage | Operator | BatchSpec
 
 PARTS: tuple[type, ...] = (Definition, Binding, Starting, Answers, Steering, Checkpointing)
-"""The classes ``Pipeline``'s methods are written in besides this module, one idea each; they become
-``Pipeline``'s own methods (:func:`_assembled`), so that ``help(Pipeline)`` shows one class."""
+"""The classes the rest of ``Pipeline`` is written in, one idea each, copied into it by :func:`_assembled`."""
 
 if TYPE_CHECKING:  # the type checker sees the parts as bases, which is what they amount to
-    from zephon_core.ops.contract import Lineage
-    from zephon_core.work.lanes import LaneLayout
 
     class Shared:
-        """What each part may use of the whole pipeline: its state (first set in ``Pipeline.__init__``)
-        and the methods of ``Pipeline`` and of the other parts, declared once for every part."""
+        """What each part may use of the pipeline: its state (set in ``Pipeline.__init__``) and methods."""
 
         source: WorkSource
         _plugins: ZephonPluginManager | None
@@ -114,11 +107,8 @@ else:
 
 
 def _assembled(cls: type[_T]) -> type[_T]:
-    """``cls`` with the methods and properties of :data:`PARTS` as its own attributes (its own win).
-
-    Copied rather than inherited so that ``Pipeline`` stays one class with ``object`` as its only
-    base: ``help(Pipeline)``, ``inspect`` and the builder's metaclass see every method defined on it.
-    """
+    """``cls`` with the methods and properties of :data:`PARTS` as its own attributes (its own win); copied, not
+    inherited, so that ``help(Pipeline)``, ``inspect`` and the metaclass see one class based on ``object`` only."""
     for part in PARTS:
         for name, value in vars(part).items():
             if not (name.startswith("__") and name.endswith("__")) and name not in vars(cls):
@@ -132,8 +122,7 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
 
     Args:
         source: what to train on: any :class:`~zephon_core.WorkSource`.
-        plugins: the plugin manager to take operators and runners from; default
-            :func:`~zephon_core.plugins.default_plugin_manager` (a fresh one with every installed plugin).
+        plugins: the plugin manager to take operators and runners from (default: a fresh one with every plugin).
     """
 
     def __init__(self, source: WorkSource, *, plugins: ZephonPluginManager | None = None) -> None:
@@ -146,20 +135,14 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         self._engine = None
         self._registered = {}
         self._validation = {}
-        self._active = None
-        self._active_key = None
-        self._window_chunks = DEFAULT_FLUSH_EVERY
-        self._legacy_window = None
+        self._active, self._active_key = None, None
+        self._window_chunks, self._legacy_window = DEFAULT_FLUSH_EVERY, None
         self._starts = {}
         self._token_estimates = None
-        self._skips = []
-        self._pending_skip = 0
+        self._skips, self._pending_skip = [], 0
         self._closed = False
-        self._metric_history = collections.deque()
-        self._metrics_lock = threading.Lock()
-        self._reporter = None
-        self._manifest = None
-        self._delivered = None
+        self._metric_history, self._metrics_lock = collections.deque(), threading.Lock()
+        self._reporter, self._manifest, self._delivered = None, None, None
         self._labels = {}
 
     @classmethod
@@ -172,18 +155,13 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
     ) -> Pipeline:
         """The pipeline a recipe file (YAML or TOML) describes, validated first; ``overrides`` are
         ``"dotted.key=value"`` strings as ``zephon run --set`` takes them. Needs zephon-recipes."""
-        import importlib
-
         try:
             recipes = importlib.import_module("zephon_recipes")  # by name: the kernel does not depend on it
         except ImportError:
-            from zephon_core.plugins import install_hint
-
             raise ConfigError(f"Pipeline.from_recipe needs zephon-recipes; {install_hint('zephon-recipes')}") from None
         pipeline: Pipeline = recipes.load_recipe(path, overrides, plugins=plugins)
         return pipeline
 
-    # -- building -------------------------------------------------------------------------------
     @property
     def plugins(self) -> ZephonPluginManager:
         """The manager this pipeline builds from: the one passed in, else a fresh default (made once)."""
@@ -242,16 +220,10 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
     ) -> Pipeline:
         """``fn(payload) -> dict | None`` on every record; ``None`` drops it.
 
-        Args:
-            fn: the function (module-level, so process workers can import it). A parameter named
-                ``rng`` receives a per-record ``numpy.random.Generator`` seeded from (``seed``, the
-                step's name, the record's identity): augmentations stay deterministic everywhere.
-            parallelism: workers.
-            runner: where the workers run (default: the pipeline's runner).
-            timeout_s: limit for one task (default: the pipeline's ``timeout_s`` option).
-            name: the step's name in metrics and errors (default: the function's name).
-            seed: seeds ``rng`` (only for functions that take one).
-        """
+        ``fn`` is module-level (process workers import it); a parameter named ``rng`` receives a per-record
+        ``numpy.random.Generator`` seeded from (``seed``, the step's name, the record's identity), so augmentations
+        stay deterministic everywhere. ``parallelism`` workers run on ``runner``, each task within ``timeout_s``
+        (defaults: the pipeline's options); ``name`` names the step in metrics and errors (default: ``fn``'s name)."""
         kw: dict[str, Any] = {"seed": seed} if seed else {}
         return self.apply(
             "map_transform", fn, parallelism=parallelism, runner=runner, timeout_s=timeout_s, name=name, **kw
@@ -275,11 +247,8 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         return self.apply("stateful_transform", name, **kwargs)
 
     def shuffle(self, buffer_size: int, seed: int = 0, algorithm: str = "reservoir") -> Pipeline:
-        """Shuffle each lane through a buffer; draws are hashes of record identity.
-
-        ``algorithm``: ``"reservoir"`` (default), ``"block"`` or ``"block_warmup"``
-        (see :mod:`zephon_core.defaults.operators.shuffle`).
-        """
+        """Shuffle each lane through a buffer; draws are hashes of record identity. ``algorithm``: ``"reservoir"``
+        (default), ``"block"`` or ``"block_warmup"`` (see :mod:`zephon_core.defaults.operators.shuffle`)."""
         return self.apply("shuffle", buffer_size, seed, algorithm=algorithm)
 
     def batch(
@@ -291,11 +260,8 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         timeout_s: float | None = None,
         drop_last: bool = True,
     ) -> Pipeline:
-        """End the pipeline with microbatches of ``microbatch_size`` rows from one lane each.
-
-        ``drop_last=False`` delivers each lane's last rows as a final, smaller microbatch (see
-        :class:`~zephon_core.runtime.batch.BatchSpec`).
-        """
+        """End the pipeline with microbatches of ``microbatch_size`` rows from one lane each; ``drop_last=False``
+        delivers each lane's last rows as a final, smaller one (:class:`~zephon_core.runtime.batch.BatchSpec`)."""
         self._check_mutable()
         if self._batch is not None:
             raise ConfigError("the pipeline already ends with batch(); call it once")
@@ -305,13 +271,10 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         return self
 
     def map_batch(self, fn: Callable[..., dict[str, Any]], *, name: str | None = None, seed: int = 0) -> Pipeline:
-        """Apply ``fn`` to every collated microbatch (a dict of arrays in, a dict of arrays out).
-
-        It runs in the batch stage's workers right after collation, on the batch stage's runner, so
-        batch-level work (masking, mixing rows, casting) costs the training loop nothing. A function
-        that declares ``rng`` gets a generator seeded from ``seed``, its name and the microbatch's
-        identity: the same batch gets the same draws on any runner, world size or resume.
-        """
+        """Apply ``fn`` to every collated microbatch (dict of arrays in and out) in the batch stage's workers, so
+        batch-level work (masking, mixing rows, casting) costs the training loop nothing. A function that declares
+        ``rng`` gets a generator seeded from ``seed``, its name and the microbatch's identity: the same draws on any
+        runner, world size or resume."""
         self._check_mutable()
         if self._batch is None:
             raise ConfigError("map_batch works on collated microbatches: call batch(...) first")
@@ -347,13 +310,9 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         validate: str | Unchanged = UNCHANGED,
         fuse: bool | Unchanged = UNCHANGED,
     ) -> Pipeline:
-        """Set run options: each keyword is the :class:`Options` field of that name; the ones not given
-        keep their value. Invalid values fail here.
-
-        The options are spelled out (rather than ``**kwargs``) so that editors complete them and type
-        checkers flag ``options(lanse=4)`` or ``options(lanes="4")``; at run time a misspelled option
-        is a :class:`~zephon_core.errors.ConfigError` naming the closest one.
-        """
+        """Set run options: each keyword is the :class:`Options` field of that name; the ones not given keep their
+        value. Invalid values fail here. Spelled out (not ``**kwargs``) so that editors complete them and type
+        checkers flag ``options(lanse=4)``; at run time a misspelled option is a ``ConfigError`` naming the closest."""
         given = {k: v for k, v in locals().items() if k != "self" and v is not UNCHANGED}  # first: only the parameters
         self._check_mutable()
         opts = dataclasses.replace(self._opts, **given)
@@ -363,9 +322,7 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         return self
 
     def __getattr__(self, name: str) -> Callable[..., Pipeline]:
-        """A builder method for each operator of this pipeline's plugin manager, with the operator's own
-        signature and docstring (operators of the default manager are also class attributes, see
-        :mod:`zephon_core.builder_methods`; this serves the others, e.g. of ``plugins=pm``)."""
+        """A builder method for each operator of this pipeline's plugin manager (``zephon_core.builder_methods``)."""
         if name.startswith("_"):
             raise AttributeError(name)
         return bound_method(self, name)
@@ -408,19 +365,13 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         return PipelineIterator(self, engine if self._delivered is None else self._delivered)
 
     def close(self) -> None:
-        """Stop every thread and worker process of this pipeline; iterating it afterwards is an error.
-
-        A pipeline that is dropped (with every iterator of it), or still running at interpreter exit,
-        is closed too (:mod:`zephon_core.runtime.lifecycle`); the ``with`` block says when.
-        """
+        """Stop every thread and worker process of this pipeline; iterating it afterwards is an error. A pipeline
+        dropped (with its iterators) or running at exit is closed too; the ``with`` block says when."""
         self._closed = True
         stopped(self)
-        if self._engine is not None:
-            self._engine.close()
-        if self._reporter is not None:
-            self._reporter.close()
-        if self._manifest is not None:
-            self._manifest.close()
+        for running in (self._engine, self._reporter, self._manifest):
+            if running is not None:
+                running.close()
         stop_prefetch(self._active or self.source)
 
     def __enter__(self) -> Pipeline:
@@ -430,7 +381,5 @@ class Pipeline(_Parts, metaclass=OperatorMethods):
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass

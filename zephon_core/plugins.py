@@ -1,13 +1,7 @@
-"""Plugin discovery and the registry of readers, operators, runners, demos, validators and observers.
+"""Plugin discovery (the ``zephon`` entry-point group, loaded by pluggy) and the registry of what plugins provide.
 
-Plugins are found through the ``zephon`` entry-point group (each entry point names a module or
-object holding ``@hookimpl`` functions) and loaded by pluggy. The kernel's default plugins
-(:mod:`zephon_core.defaults`) and its own runners and commands come through the same hooks. A
-misspelled ``zephon_*`` hook fails loudly instead of being ignored.
-
-There is no process-wide manager: code that needs plugins takes ``plugins=`` (a
-:class:`ZephonPluginManager`), else builds a fresh one with :func:`default_plugin_manager`. Only
-the entry-point *scan* is cached (:func:`entrypoint_plugins`), because it is the one expensive step."""
+There is no process-wide manager: code that needs plugins takes ``plugins=`` (a :class:`ZephonPluginManager`),
+else builds a fresh one with :func:`default_plugin_manager`. Only the entry-point scan is cached."""
 
 from __future__ import annotations
 
@@ -47,8 +41,7 @@ KNOWN_PROVIDERS: dict[tuple[str, str], str] = {
     )
     for name in names.split()
 }
-"""First-party names, so a missing plugin's error can say which package to install (``"command"``:
-``zephon`` subcommands, which are not registry entries but are named the same way)."""
+"""First-party names, so a missing plugin's (or ``zephon`` subcommand's) error can say what to install."""
 
 CONTRIB = frozenset(
     "zephon-demo zephon-observe zephon-ray zephon-recipes zephon-stubs zephon-torch zephon-vlm-demo".split()
@@ -66,8 +59,8 @@ def install_hint(package: str) -> str:
 
 
 def check_contract(plugin: object, package: str, version: str) -> None:
-    """Refuse a plugin whose ``ZEPHON_CONTRACT`` is malformed or one this kernel does not implement
-    (see :data:`~zephon_core.hookspecs.PLUGIN_CONTRACT`), naming the distribution and both contracts."""
+    """Refuse a plugin whose ``ZEPHON_CONTRACT`` is malformed or not implemented by this kernel
+    (:data:`~zephon_core.hookspecs.PLUGIN_CONTRACT`)."""
     declared = plugin.ZEPHON_CONTRACT if isinstance(plugin, hookspecs.DeclaresContract) else None
     if declared is None:
         return
@@ -153,8 +146,7 @@ class Registry:
         return reg
 
     def detect_format(self, path: str, storage_options: dict[str, Any] | None = None) -> str:
-        """The one installed format whose detector accepts ``path``; else a clear error.
-        ``storage_options`` go to fsspec (e.g. an S3 endpoint), as the reader would use them."""
+        """The one installed format whose detector accepts ``path`` (``storage_options`` go to fsspec)."""
         import fsspec
 
         try:
@@ -209,12 +201,9 @@ _scan: tuple[EntryPointPlugin, ...] | None = None
 
 
 def entrypoint_plugins(*, rescan: bool = False) -> tuple[EntryPointPlugin, ...]:
-    """Every installed ``zephon`` entry point, loaded by pluggy once per process. Only this is cached:
-    walking every distribution's metadata costs about 10 ms (plus, the first time, importing each plugin
-    module) that every ``Pipeline`` built without ``plugins=`` would pay, and what is kept (plugin
-    modules, their package and version) cannot leak state between managers. ``rescan=True`` walks again
-    (after installing a package into a running process). A failed scan (:class:`PluginError` naming the
-    package) is not cached: the next call raises again."""
+    """Every installed ``zephon`` entry point, loaded once per process: the scan costs ~10 ms that every
+    ``Pipeline`` built without ``plugins=`` would pay, and plugin modules cannot leak state between managers.
+    ``rescan=True`` walks again (after an install); a failed scan is not cached."""
     global _scan
     with _scan_lock:
         if _scan is None or rescan:
@@ -233,10 +222,8 @@ def entrypoint_plugins(*, rescan: bool = False) -> tuple[EntryPointPlugin, ...]:
 
 
 def _load_error(pm: pluggy.PluginManager, exc: Exception) -> PluginError:
-    """Name the entry point and package that made ``load_setuptools_entrypoints`` raise. pluggy raises
-    the plugin's own exception with no hint of where it came from. It walks
-    ``importlib.metadata.distributions()`` in order and registers each entry point before loading the
-    next, so the culprit is the first one, in that same order, that is not registered."""
+    """Name the entry point and package that made pluggy's scan raise: pluggy registers each entry point (in
+    ``distributions()`` order) before loading the next, so the culprit is the first one not registered."""
     from importlib.metadata import distributions
 
     for dist in distributions():
@@ -251,16 +238,14 @@ def _load_error(pm: pluggy.PluginManager, exc: Exception) -> PluginError:
 
 
 class ZephonPluginManager:
-    """A pluggy manager plus the registry it fills. Build one per application, CLI call or test. The
-    registry is filled once, here, so everything built with one manager sees the same plugins.
+    """A pluggy manager plus the registry it fills once, here: build one per application, CLI call or
+    test, and everything built with it sees the same plugins.
 
     Args:
-        load_entrypoints: register the installed entry points (:func:`entrypoint_plugins`); False
-            gives the kernel's own and default plugins only (hermetic tests).
-        plugins: more plugin objects (modules, or instances with ``@hookimpl`` methods, e.g. a
-            runner configured in code), registered after the entry points.
-        block: plugin names not to register: an entry point's, or a default plugin's
-            (:mod:`zephon_core.defaults`; the essential ones are refused).
+        load_entrypoints: register the installed entry points; False gives the kernel's own and default
+            plugins only (hermetic tests).
+        plugins: more plugin objects (modules, or instances with ``@hookimpl`` methods), registered last.
+        block: plugin names not to register (an entry point's, or a non-essential default plugin's).
 
     Raises:
         PluginError: a plugin failed to load, defines a ``zephon_*`` function that is not a hook,
@@ -276,10 +261,8 @@ class ZephonPluginManager:
 
         for name in defaults.check_block(block):
             self.pm.set_blocked(name)  # a blocked name's plugin (default or entry point) is then not registered
-        for own in (_kernel, *defaults.plugins()):
-            self._packages[id(own)] = ("zephon-core", __version__)
-            self.register_plugin(own, name=own.__name__)
-        for ep in entrypoint_plugins() if load_entrypoints else ():
+        own = [EntryPointPlugin(p.__name__, p, "zephon-core", __version__) for p in (_kernel, *defaults.plugins())]
+        for ep in (*own, *(entrypoint_plugins() if load_entrypoints else ())):
             self._packages[id(ep.plugin)] = (ep.package, ep.version)
             self.register_plugin(ep.plugin, name=ep.name)
         for p in plugins or []:
@@ -291,8 +274,7 @@ class ZephonPluginManager:
                 impl.function(register=self._registrar(kind, *self._package_of(impl.plugin)))
 
     def register_plugin(self, plugin: object, name: str | None = None) -> None:
-        """Register a plugin object with pluggy (in ``__init__``, before the registry is collected),
-        refusing one built for another plugin contract (its ``ZEPHON_CONTRACT``)."""
+        """Register a plugin object (in ``__init__``), refusing one built for another plugin contract."""
         check_contract(plugin, *self._package_of(plugin))
         try:
             self.pm.register(plugin, name=name)
@@ -300,8 +282,7 @@ class ZephonPluginManager:
             raise PluginError(f"plugin {self._package_of(plugin)[0]!r} cannot be registered: {exc}") from exc
 
     def _package_of(self, plugin: object) -> tuple[str, str]:
-        """(package, version) to credit in listings and errors; a plugin object given in code has no
-        distribution, so it is named by its module (or its class, for an instance)."""
+        """(package, version) to credit; a plugin object given in code is named by its module (or class)."""
         if id(plugin) in self._packages:
             return self._packages[id(plugin)]
         name = getattr(plugin, "__name__", None) or f"{type(plugin).__module__}.{type(plugin).__qualname__}"
@@ -322,24 +303,22 @@ class ZephonPluginManager:
             raise PluginError(str(exc)) from exc
 
     def _registrar(self, kind: Kind, package: str, version: str) -> Callable[..., None]:
-        """The ``register`` callback handed to one plugin's hook, checked here although typed by the
-        hookspecs protocols: a plugin need not be type-checked, and a mistake should be an error
-        naming the package, not a ``TypeError`` from inside pluggy."""
+        """The ``register`` callback for one plugin's hook, checked at run time (a plugin need not be
+        type-checked) so a mistake is an error naming the package, not a ``TypeError`` inside pluggy."""
         allowed = {"reader": {"detect", "index"}, "observer": {"check"}}.get(kind, set())
+        call = f"{package}: register() for a {kind}"
 
         def register(*args: Any, **kwargs: Any) -> None:
             if args:
-                raise PluginError(
-                    f"{package}: register() for a {kind} takes keyword arguments only (name=, factory=, ...)"
-                )
+                raise PluginError(f"{call} takes keyword arguments only (name=, factory=, ...)")
             missing = [k for k in ("name", "factory") if k not in kwargs]
             if missing:
-                raise PluginError(f"{package}: register() for a {kind} is missing {missing}")
+                raise PluginError(f"{call} is missing {missing}")
             name, factory = kwargs.pop("name"), kwargs.pop("factory")
             description = kwargs.pop("description", "")
             unknown = set(kwargs) - allowed
             if unknown:
-                raise PluginError(f"{package}: register() for a {kind} got unknown arguments {sorted(unknown)}")
+                raise PluginError(f"{call} got unknown arguments {sorted(unknown)}")
             if not isinstance(factory, str) and not callable(factory):
                 raise PluginError(f"{package}: {kind} {name!r} factory must be callable or 'module:attr'")
             if not isinstance(description, str):
@@ -349,12 +328,15 @@ class ZephonPluginManager:
         return register
 
     def add_commands(self, subparsers: Subparsers) -> dict[str, tuple[str, str]]:
-        """Let every plugin add its ``zephon`` subcommands, in registration order (kernel first, so
-        ``zephon --help`` lists its commands first); return each command's ``(package, version)``.
+        """Let every plugin add its ``zephon`` subcommands, kernel first (so ``zephon --help`` lists its
+        commands first); return each command's ``(package, version)``.
 
         Raises:
             PluginError: two packages add a command of the same name (naming both), or a hook failed."""
         import argparse  # here, not at the top: building a pipeline never needs it
+
+        def twice(package: str, name: str, other: str) -> PluginError:
+            return PluginError(f"{package}: zephon command {name} is added twice: by {other} and by {package}")
 
         owners: dict[str, tuple[str, str]] = {}
         for impl in self.pm.hook.zephon_register_commands.get_hookimpls():
@@ -364,16 +346,10 @@ class ZephonPluginManager:
                 impl.function(subparsers=subparsers)
             except argparse.ArgumentError as exc:  # argparse refuses a name already taken (3.11+)
                 name = exc.message.rsplit(" ", 1)[-1]
-                other = owners.get(name, ("another plugin", ""))[0]
-                raise PluginError(
-                    f"{package}: zephon command {name} is added twice: by {other} and by {package}"
-                ) from exc
+                raise twice(package, name, owners.get(name, ("another plugin", ""))[0]) from exc
             replaced = [n for n, p in before.items() if subparsers.choices.get(n) is not p]
             if replaced:  # older argparse replaces silently
-                name = replaced[0]
-                raise PluginError(
-                    f"{package}: zephon command {name!r} is added twice: by {owners[name][0]} and by {package}"
-                )
+                raise twice(package, repr(replaced[0]), owners[replaced[0]][0])
             for name in [n for n in subparsers.choices if n not in before]:  # in the order added
                 owners[name] = (package, version)
         return owners
@@ -387,16 +363,13 @@ class ZephonPluginManager:
 
 
 def default_plugin_manager() -> ZephonPluginManager:
-    """A fresh manager with every installed plugin: what ``plugins=None`` means everywhere. Fresh on
-    every call, so nothing registered on one (a runner configured in code, a test's fake plugin)
-    leaks into another pipeline, thread or test; cheap (about a millisecond) since the entry-point
-    scan is cached. Pass one manager (``plugins=pm``) to objects that must agree on one set."""
+    """A fresh manager with every installed plugin: what ``plugins=None`` means everywhere. Fresh on every
+    call (about a millisecond), so nothing registered on one leaks into another pipeline, thread or test."""
     return ZephonPluginManager()
 
 
 def get_plugin_manager(*, refresh: bool = False) -> ZephonPluginManager:
-    """Deprecated alias of :func:`default_plugin_manager`, kept for existing callers; ``refresh``
-    rescans the installed entry points first."""
+    """Deprecated alias of :func:`default_plugin_manager`; ``refresh`` rescans the entry points first."""
     if refresh:
         entrypoint_plugins(rescan=True)
     return default_plugin_manager()

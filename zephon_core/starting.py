@@ -1,10 +1,5 @@
-"""Starting a pipeline: its stages planned (fused where allowed), the engine started, its observers attached.
-
-Nothing starts until the first iteration: :meth:`Starting._start` checks the definition, binds the
-active source to this rank's lanes, plans each stage on its runner, and starts the
-:class:`~zephon_core.runtime.engine.Engine` with its observers. ``options(validate=...)`` and
-``options(autotune=True)`` are observers too, zephon-observe's: the probe of the pipeline's own
-steps before the engine starts, and the tuner beside the running engine. A part of ``Pipeline``.
+"""Starting a pipeline on its first iteration: its stages planned (fused where allowed), the engine started, its
+observers attached (zephon-observe's ``validate`` probe runs before the engine starts, its ``autotune`` tuner beside).
 """
 
 from __future__ import annotations
@@ -62,7 +57,7 @@ class Starting(Shared):
         return self._registered.get(id(op))
 
     def _crosses_processes(self, runner: str) -> bool:
-        """Whether this pipeline's runner ``runner`` runs its workers in other processes (fusion, collation, diagnose)."""
+        """Whether runner ``runner`` runs its workers in other processes (for fusion, collation, diagnose)."""
         return runner_crosses_processes(runner, self.plugins)
 
     def _start(self) -> Engine:
@@ -80,16 +75,14 @@ class Starting(Shared):
             self._validation = probe(
                 self._opts.validate, fetch=self._fetch, steps=self._ops, source=source, kind_of=self._kind_of
             )
-        runner, default_timeout = self._opts.runner, self._opts.timeout_s
-        fetch_timeout = self._fetch.timeout_s or default_timeout or FETCH_TIMEOUT_S
+        runner, timeout = self._opts.runner, self._opts.timeout_s
+        fetch_timeout = self._fetch.timeout_s or timeout or FETCH_TIMEOUT_S
         plans = [StagePlan(self._fetch, self._fetch.runner or runner, self._fetch.parallelism, fetch_timeout)]
-        plans += [
-            StagePlan(op, op.runner or runner, op.parallelism, op.timeout_s or default_timeout) for op in self._ops
-        ]
+        plans += [StagePlan(op, op.runner or runner, op.parallelism, op.timeout_s or timeout) for op in self._ops]
         if self._opts.fuse:
             plans = fuse(plans, StagePlan, self._crosses_processes)
         batch_runner = batch.runner or batch.default_runner(runner, self._crosses_processes)
-        batch_plan = StagePlan(batch, batch_runner, batch.parallelism, batch.timeout_s or default_timeout)
+        batch_plan = StagePlan(batch, batch_runner, batch.parallelism, batch.timeout_s or timeout)
         view = next((v for op in reversed(self._ops) if (v := op.training_view()) is not None), None)
         starts = {lane: self._starts.get(lane, LaneStart()) for lane in layout.owned}
         tuner: TunerFactory | None = observer_for("autotune", self.plugins).load() if self._opts.autotune else None
@@ -116,12 +109,8 @@ class Starting(Shared):
         return self._engine
 
     def _start_observers(self, engine: Engine, source: WorkSource, layout: LaneLayout) -> None:
-        """The manifest writer and the metrics reporter (when a callback or a ``zephon_metrics`` hook listens).
-
-        Both are observers registered through ``zephon_register_observers`` (the manifest writer by
-        zephon-observe, the reporter by the default plugin :mod:`zephon_core.defaults.observers`),
-        looked up in this pipeline's own plugin manager.
-        """
+        """The manifest writer and the metrics reporter (when a callback or a ``zephon_metrics`` hook listens):
+        observers registered through ``zephon_register_observers``, looked up in this pipeline's plugin manager."""
         opts = self._opts
         self._delivered = engine
         if opts.manifest is not None:

@@ -1,8 +1,5 @@
-"""Steering a run from the training loop: a new mixture from a global step on, or skipped global steps.
-
-Both take effect at a function of the global step only (never of timing, runner or world size), and
-both are recorded in the checkpoint, so a resumed run steers exactly like the uninterrupted one.
-A part of ``Pipeline``.
+"""Steering a run from the training loop: a new mixture from a global step on, or skipped global steps. Both take
+effect at a function of the global step only and are checkpointed, so a resumed run steers like the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -27,13 +24,8 @@ class Steering(Shared):
     def update_mixture(self, weights: Mapping[str, float]) -> None:
         """Change the mixture from now on; call it at the same global step on every rank.
 
-        Each lane applies the weights from the window ``update_lead_windows`` after the one it resumes
-        from (:mod:`zephon_core.defaults.sources.steering`): a function of the global step only, so every
-        runner, parallelism and world size sees the same batches; the checkpoint records the update.
-        Needs a source with ``update_mixture`` (``ScheduledMixtureWorkSource``), windows
-        (``flush_every_k_chunks > 0``) and a call between rounds (each lane of this rank has delivered
-        as many microbatches).
-        """
+        Each lane applies them from the window ``update_lead_windows`` after the one it resumes from, so any runner or
+        world size sees the same batches. Needs a ``ScheduledMixtureWorkSource``, windows and a call between rounds."""
         source = self._active_source()
         if not isinstance(source, Steerable):
             raise ConfigError(
@@ -50,11 +42,8 @@ class Steering(Shared):
     def skip_global_steps(self, n: int) -> None:
         """Discard the next ``n`` global steps' data, e.g. after restoring past a loss spike.
 
-        Every rank calls it with the same ``n`` (at a global-step boundary): each lane drops its next
-        ``n`` microbatches, which depends on the lane's data only, so the run continues exactly like an
-        uninterrupted run from ``n`` steps later, whatever the world size. The checkpoint records the
-        skip (``skipped_steps``), as pending if taken before the discarding: the resumed run discards them.
-        """
+        Every rank calls it with the same ``n`` between rounds; each lane drops its next ``n`` microbatches, so the run
+        continues like an uninterrupted one from ``n`` steps later, on any world size (checkpoints record the skip)."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ConfigError(f"skip_global_steps needs an int >= 0, got {n!r}")
         self._skips.append({"step": self._round_step("skip_global_steps"), "steps": n})

@@ -3,9 +3,7 @@
 Per lane, a checkpoint says which window to replay from and how many of its records the training
 loop had consumed (operators before ``batch`` start each window fresh, so replaying rebuilds their
 state): plain JSON that grows with the lanes, not with training progress. Ranks without a process
-group (JAX, custom launchers) keep one file each (:func:`save_rank_state`, :func:`load_merged_state`).
-Modules: ``schema`` writes and validates the dict, ``fingerprint`` ties it to a pipeline definition,
-``merge`` joins ranks, ``rank_files`` keeps per-rank files, ``replay`` resumes a lane."""
+group (JAX, custom launchers) keep one file each (:func:`save_rank_state`, :func:`load_merged_state`)."""
 
 from __future__ import annotations
 

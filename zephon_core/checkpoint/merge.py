@@ -1,8 +1,8 @@
 """Joining the per-rank states of one global step into one checkpoint that any world size resumes from.
 
-Each rank writes only its own lanes; the merge is their union keyed by lane. What a rank writes
-about the run as a whole (:data:`SHARED_FIELDS`) must be the same on every rank: one that disagrees
-ran a different run, and taking rank 0's value would resume the others' lanes with other data."""
+Each rank writes only its own lanes; the merge is their union keyed by lane. What a rank writes about
+the run as a whole (:data:`SHARED_FIELDS`) must agree across ranks: taking rank 0's value would
+resume the others' lanes with other data."""
 
 from __future__ import annotations
 
@@ -22,9 +22,8 @@ def merge_checkpoints(states: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Join the per-rank states of one global step into one checkpoint (a union keyed by lane).
 
     Raises:
-        CheckpointError: the states belong to different pipelines, were taken at different global
-            steps or in the middle of a round (naming the ranks and their steps), disagree on a
-            run-wide field (:data:`SHARED_FIELDS`, naming the field and the ranks), or on a lane."""
+        CheckpointError: the states belong to different pipelines, were taken at different global steps
+            or mid-round (naming ranks and steps), or disagree on a lane or a run-wide field (naming it)."""
     states = [validate(s) for s in states]
     if not states:
         raise CheckpointError("merge_checkpoints needs at least one state")

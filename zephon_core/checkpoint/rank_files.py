@@ -1,9 +1,8 @@
 """Per-rank checkpoint files, for trainers without a process group (JAX, custom launchers).
 
 Each rank writes its own state, nobody gathers: ``<root>/step-<N>/rank-<r>-of-<w>.json``
-(:func:`save_rank_state`). A step is *complete* when all ``w`` rank files exist; each file appears
-atomically, so "all files exist" also means "all files are whole". :func:`load_merged_state` joins
-the latest complete step with :func:`~zephon_core.checkpoint.merge.merge_checkpoints`."""
+(:func:`save_rank_state`). A step is *complete* when all ``w`` files exist (each appears atomically,
+so they are also whole); :func:`load_merged_state` merges the latest complete step."""
 
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from zephon_core.checkpoint.merge import merge_checkpoints
-from zephon_core.checkpoint.schema import is_int
 from zephon_core.errors import CheckpointError
+from zephon_core.work.lanes import is_int
 
 RANK_FILE_FORMAT = "zephon-rank-state"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
@@ -49,12 +48,9 @@ def save_rank_state(
     storage_options: Mapping[str, Any] | None = None,
 ) -> str:
     """Write this rank's ``pipeline.state_dict()`` as JSON, atomically, and return the path written. No
-    collective, no torch: every rank calls it at the same global step. Atomicity, per filesystem:
-
-    * local folder: a hidden temporary file in the same folder, ``fsync``-ed, then ``os.replace``-d;
-    * object stores (``s3://``, ``gs://``, ``az://``, ``memory://``): one PUT, visible atomically;
-      they have no rename (``mv`` is a copy);
-    * other fsspec filesystems: a temporary name, then ``fs.mv``: atomic where that is a rename (HDFS).
+    collective, no torch: every rank calls it at the same global step. Atomic by ``os.replace`` of an
+    ``fsync``-ed hidden temporary file locally, one PUT on object stores (``s3://``, ``gs://``,
+    ``az://``, ``memory://``: no rename), else ``fs.mv`` of a temporary file (atomic if a rename: HDFS).
 
     Args:
         url_or_dir: a local folder or fsspec URL, the ``<root>`` of the module docstring's layout.
@@ -118,29 +114,24 @@ def _scan(fs: Any, root: str) -> dict[int, dict[int, set[int]]]:
     """``{step: {world_size: {ranks with a file}}}`` under ``root`` (temporary files ignored)."""
     with contextlib.suppress(Exception):
         fs.invalidate_cache(root)
-    try:
-        entries = fs.ls(root, detail=False)
-    except FileNotFoundError:
-        return {}
     found: dict[int, dict[int, set[int]]] = {}
-    for entry in entries:
-        m = _STEP_DIR.match(entry.rstrip("/").rsplit("/", 1)[-1])
-        if not m:
-            continue
-        try:
-            files = fs.ls(entry, detail=False)
-        except FileNotFoundError:
-            continue
-        for f in files:
-            fm = _RANK_FILE.match(f.rsplit("/", 1)[-1])
-            if fm:
-                found.setdefault(int(m.group(1)), {}).setdefault(int(fm.group(2)), set()).add(int(fm.group(1)))
+    for entry in _ls(fs, root):
+        if m := _STEP_DIR.match(entry.rstrip("/").rsplit("/", 1)[-1]):
+            for f in _ls(fs, entry):
+                if fm := _RANK_FILE.match(f.rsplit("/", 1)[-1]):
+                    found.setdefault(int(m.group(1)), {}).setdefault(int(fm.group(2)), set()).add(int(fm.group(1)))
     return found
 
 
+def _ls(fs: Any, path: str) -> list[str]:
+    try:
+        return list(fs.ls(path, detail=False))
+    except FileNotFoundError:
+        return []
+
+
 def _complete_world(per_world: Mapping[int, set[int]]) -> int | None:
-    complete = [w for w, ranks in per_world.items() if set(range(w)) <= ranks]
-    return max(complete) if complete else None
+    return max((w for w, ranks in per_world.items() if set(range(w)) <= ranks), default=None)
 
 
 def load_merged_state(
@@ -151,8 +142,7 @@ def load_merged_state(
 
     Args:
         url_or_dir: where :func:`save_rank_state` wrote.
-        step: the step to load; ``None``: the latest *complete* one, ignoring later steps that some
-            rank has not written yet.
+        step: the step to load; ``None``: the latest *complete* one (every rank wrote its file).
         storage_options: fsspec options.
 
     Raises:

@@ -1,16 +1,12 @@
 """Replay: the one place that knows how a lane resumes from a checkpoint (next to the format it reads).
 
 Every operator before ``batch`` starts each window (``K`` chunks of a lane, closed by a flush
-sentinel) fresh, so a lane resumes by replaying the window its last delivered microbatch ended in
-and skipping what the training loop already consumed of it: three numbers, a :class:`LaneStart`:
-
-* ``window``: the window to replay from (its first chunk is ``window · K``),
-* ``skip``: how many of that window's records, as they reach ``batch``, were already delivered,
-* ``delivered``: how many microbatches the lane has delivered (the next one's ``lane_index``).
-
-The terminal stage's :class:`ReplayCursor` drops the ``skip`` records and stamps every microbatch
-with the :class:`ResumePoint` after it; :func:`lane_state` turns the last one handed out into
-checkpoint data."""
+sentinel) fresh, so a lane resumes by replaying the window its last delivered microbatch ended in,
+skipping what the training loop already consumed of it. A :class:`LaneStart` says ``window`` (its
+first chunk is ``window · K``), ``skip`` (its records, as they reach ``batch``, already delivered)
+and ``delivered`` (the lane's microbatches delivered: the next one's ``lane_index``). The terminal
+stage's :class:`ReplayCursor` drops the ``skip`` records and stamps every microbatch with the
+:class:`ResumePoint` after it; :func:`lane_state` turns the last one into checkpoint data."""
 
 from __future__ import annotations
 
@@ -48,10 +44,8 @@ class LaneStart:
 
     @classmethod
     def from_state(cls, lane: int | str, state: Any) -> LaneStart:
-        """Read one lane's checkpoint entry; every field must be a non-negative int (bool is not).
-
-        Raises:
-            CheckpointError: naming the lane and the field at fault."""
+        """Read one lane's checkpoint entry; every field must be a non-negative int (bool is not), or a
+        :class:`CheckpointError` names the lane and the field at fault."""
         if not isinstance(state, Mapping):
             raise CheckpointError(f"checkpoint lane {lane}: expected a dict, got {type(state).__name__}")
         for f in ("window", "skip", "delivered"):
@@ -62,25 +56,21 @@ class LaneStart:
 
 
 class ReplayCursor:
-    """One lane's position at the terminal stage: the skip filter and the resume point of each
-    microbatch. Records reach the terminal stage tagged with their window. The cursor counts, per
-    window, how many records went by, drops the first ``start.skip`` records of the start window, and
-    reports where the lane would resume after any prefix of what it admitted."""
+    """One lane's position at the terminal stage: the skip filter and each microbatch's resume point.
+    Records arrive tagged with their window; the cursor counts them per window, drops the first
+    ``start.skip`` of the start window, and says where the lane resumes after any admitted prefix."""
 
     __slots__ = ("_start", "_to_skip", "offset", "window")
 
     def __init__(self, start: LaneStart) -> None:
         self._start = start
         self._to_skip = start.skip
-        self.window = start.window
-        self.offset = 0
+        self.window, self.offset = start.window, 0
 
     def admit(self, count: int, window: int) -> int:
         """``count`` records of ``window`` arrive; returns how many leading ones to drop (replayed ones).
-
-        Raises:
-            CheckpointError: the checkpoint asked to skip more records than its window held, or data
-                of an earlier window arrived (the checkpoint does not belong to this data)."""
+        A :class:`CheckpointError` if the checkpoint asked to skip more records than its window held, or
+        data of an earlier window arrived (the checkpoint does not belong to this data)."""
         if window != self.window:
             if window < self.window:
                 raise CheckpointError(
@@ -112,8 +102,7 @@ class ReplayCursor:
 
 
 def lane_state(lane: int, resume: ResumePoint, delivered: int, layout: LaneLayout, flush_every: int) -> dict[str, Any]:
-    """One lane's checkpoint entry (plain JSON data, canonical: the same at the same step of the same
-    run). ``resume`` is that of the last microbatch delivered (or the lane's start); ``flush_every``
-    is the chunks per window (0: one window for the whole run)."""
+    """One lane's checkpoint entry (plain JSON, the same at the same step of the same run): ``resume`` of
+    the last microbatch delivered (or the lane's start); ``flush_every`` chunks per window (0: one window)."""
     chunk = layout.chunk(lane, resume.window * flush_every)
     return {"window": resume.window, "skip": resume.skip, "delivered": delivered, "replay_from_chunk": chunk}

@@ -25,6 +25,7 @@ from typing import Any
 from zephon_core.checkpoint.fingerprint import fingerprint
 from zephon_core.checkpoint.replay import LaneStart
 from zephon_core.errors import CheckpointError
+from zephon_core.work.lanes import is_int
 
 SCHEMA = "zephon-checkpoint"
 SCHEMA_VERSION = 1
@@ -49,9 +50,8 @@ def checkpoint_dict(
     skip_log: Sequence[Mapping[str, int]],
     pending_skip: int,
 ) -> dict[str, Any]:
-    """A rank's checkpoint from its values (each a field of the module docstring's list, or part of
-    one). ``step`` and ``mid_round`` are derived from the lanes' ``delivered`` counts,
-    ``fingerprint`` from ``definition``, so they cannot disagree with what they summarise."""
+    """A rank's checkpoint from its values (the fields of the module docstring). ``step`` and ``mid_round``
+    come from the lanes' ``delivered``, ``fingerprint`` from ``definition``: they cannot disagree."""
     delivered = [int(entry["delivered"]) for entry in lanes.values()]
     return {
         "schema": SCHEMA,
@@ -115,12 +115,9 @@ def validate(state: Any) -> dict[str, Any]:
 
 
 def skipped_steps(state: Mapping[str, Any]) -> tuple[list[dict[str, int]], int]:
-    """The skip log and pending skip of a checkpoint (checkpoints before skips existed have neither).
-
-    Raises:
-        CheckpointError: ``skipped_steps`` has another shape."""
+    """The skip log and pending skip of a checkpoint (checkpoints before skips existed have neither);
+    a :class:`CheckpointError` if ``skipped_steps`` has another shape."""
     raw = state.get("skipped_steps") or NO_SKIPS
-    # JSON from the checkpoint: any shape until the checks below
     log: Any = raw.get("log") if isinstance(raw, Mapping) else None
     pending: Any = raw.get("pending") if isinstance(raw, Mapping) else None
     entries_ok = isinstance(log, list) and all(
@@ -171,11 +168,6 @@ def _check_multiplexer(multiplexer: Any, num_lanes: int) -> None:
         raise CheckpointError(
             f"checkpoint 'multiplexer' must be {{'next_lane': lane below num_lanes={num_lanes}}}, got {multiplexer!r}"
         )
-
-
-def is_int(v: Any) -> bool:
-    """An int that is not a bool (JSON ``true`` is not a count)."""
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_positive(v: Any) -> bool:

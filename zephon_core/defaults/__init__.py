@@ -1,37 +1,18 @@
 """The default plugins: the kernel's built-in operators, work sources and memory reader.
 
-They are registered through the same hooks as any plugin (the pytest and datasette pattern): each
-default plugin is a module of this package whose ``@hookimpl`` functions register what it provides
-with lazy ``"module:attr"`` factories, so building a plugin manager imports none of the code
-behind them. The manager registers them first, under their module names, credited to zephon-core.
-A default that is not essential can be blocked like any plugin
-(``ZephonPluginManager(block=["zephon_core.defaults.operators"])``): what it provides is then
-gone, exactly as if a package were uninstalled, so an application or a test can run with its own
-operators only, or register its own under a built-in's name.
+Each is a module of this package whose ``@hookimpl`` functions register lazy ``"module:attr"``
+factories, registered first and credited to zephon-core. A non-essential one can be blocked like any
+plugin (``ZephonPluginManager(block=["zephon_core.defaults.operators"])``), as if uninstalled:
 
-The default plugins (:data:`DEFAULT_PLUGINS`, in registration order):
-
-* :mod:`zephon_core.defaults.memory` — the ``memory`` reader behind ``Dataset.from_records``.
-  **Essential**: every dataset the kernel builds from records names the format ``memory``, and
-  tools that look a dataset's reader up by its format must find it.
-* :mod:`zephon_core.defaults.sources` — the static mixture work source
-  (:class:`~zephon_core.defaults.sources.static_mixture.StaticMixtureWorkSource`) and its parts:
-  mixture schedules, the epoch shuffles, exhaustion policies and steering's lead gate.
-  **Essential**: ``Pipeline(datasets)`` builds this source, and other work sources (scheduled
-  mixtures) build on its shuffles and policies. A work source is an object handed to a pipeline,
-  not a registry name, so this plugin registers no entry; it is listed so that the manager shows
-  the whole default set and refuses to block it.
+* :mod:`zephon_core.defaults.memory` — the ``memory`` reader behind ``Dataset.from_records``. **Essential**.
+* :mod:`zephon_core.defaults.sources` — the static mixture work source and its parts. **Essential**:
+  ``Pipeline(datasets)`` builds it; it registers no entry, but is listed so it cannot be blocked.
 * :mod:`zephon_core.defaults.operators` — ``map_transform``, ``flat_map``, ``stateful_transform``,
-  ``decode_text`` and ``shuffle``. Not essential: a pipeline runs without any operator, and with
-  this plugin blocked ``Pipeline.map_transform`` and the others say that no such operator is
-  installed.
-* :mod:`zephon_core.defaults.observers` — the ``metrics`` observer behind
-  ``options(metrics_callback=...)`` and the ``zephon_metrics`` hook. Not essential.
+  ``decode_text`` and ``shuffle``.
+* :mod:`zephon_core.defaults.observers` — the ``metrics`` observer.
 
-The runners ``inline``, ``threads`` and ``processes`` and the ``zephon plugins`` / ``zephon demo``
-commands are not defaults but parts of the runtime and the CLI: :mod:`zephon_core._kernel`
-registers them through the same hooks, and it cannot be blocked either.
-"""
+The runners and the ``zephon plugins`` / ``zephon demo`` commands are registered by
+:mod:`zephon_core._kernel`, which cannot be blocked either."""
 
 from __future__ import annotations
 
@@ -65,8 +46,7 @@ def check_block(block: Iterable[str]) -> tuple[str, ...]:
 
     Raises:
         PluginError: a name is not a string, or names an essential default, the kernel's own
-            registrations or this package; the message names the plugin and why.
-    """
+            registrations or this package."""
     names = (block,) if isinstance(block, str) else tuple(block)
     for name in names:
         if not isinstance(name, str):

@@ -1,15 +1,10 @@
 """The operator contract: a serial per-lane accumulator plus a pure, parallel worker function.
 
-An operator splits its job in two so that parallelism cannot change its output: the
-**accumulator** sees every record of one lane, in order, on one thread, makes every stateful
-decision and hands back :class:`Work` items (or finished :class:`Records`); the **worker** turns a
-work item into payloads, a pure, picklable function of its input and the operator's configuration,
-since it runs on threads, processes or Ray actors in any order (a reorder buffer restores it).
-
-Identity and lineage are the kernel's job: a :class:`Work` item carries, per output *slot*, the
-record key (unique within a lane) and the source sample ids. A slot whose output is ``None``
-(fanout ``"one"``) or ``[]`` (fanout ``"many"``) is a dropped record, whose lineage is kept as a
-tombstone so checkpoints and the conformance suite can account for it."""
+The **accumulator** sees every record of one lane, in order, on one thread, and makes every stateful
+decision; the **worker** turns a :class:`Work` item into payloads as a pure, picklable function, run
+anywhere in any order, so parallelism cannot change the output. A :class:`Work` item carries each output
+slot's key and lineage; a slot whose output is ``None`` (fanout ``"one"``) or ``[]`` (``"many"``) is a
+dropped record, its lineage kept as a tombstone."""
 
 from __future__ import annotations
 
@@ -61,8 +56,7 @@ class Work:
         keys: identity of each output slot.
         lineage: source sample ids of each output slot.
         dropped: lineage of records the accumulator itself dropped.
-        meta: bookkeeping carried past the worker untouched (the batch stage keeps each microbatch's
-            number and resume point here)."""
+        meta: bookkeeping carried past the worker untouched (e.g. a microbatch's number and resume point)."""
 
     task: Any
     keys: list[int]
@@ -75,8 +69,7 @@ Emitted = Work | Records
 
 
 class Accumulator(ABC):
-    """Per-lane serial state of an operator. A fresh instance is made for each lane and after
-    every flush, so ``__init__`` defines the clean state."""
+    """Per-lane serial state of an operator, made anew for each lane and after every flush."""
 
     @abstractmethod
     def push(self, records: Records) -> list[Emitted]:
@@ -93,9 +86,8 @@ class Accumulator(ABC):
 
 @runtime_checkable
 class ReportsState(Protocol):
-    """An accumulator capability: it shows what it holds as plain data (every :class:`Accumulator` has
-    it). When the kernel uses it: ``options(validate=...)`` checks, between pushes of two interleaved
-    lanes, that :meth:`state` is JSON data (other state cannot be reasoned about or recorded)."""
+    """An accumulator capability (every :class:`Accumulator` has it): ``options(validate=...)`` checks,
+    between pushes of two interleaved lanes, that :meth:`state` is JSON data."""
 
     def state(self) -> Any:
         """The accumulator's state as plain data (``None``: nothing to show)."""
@@ -103,17 +95,12 @@ class ReportsState(Protocol):
 
 @runtime_checkable
 class PassesThrough(Protocol):
-    """An accumulator capability: it holds nothing and hands each run of records on as one task. An
-    accumulator that says ``passes_through = True`` promises that ``push(records)`` returns exactly
-    ``[Work(task, records.keys, records.lineage, records.dropped)]`` with ``task`` being
-    ``records.payloads`` (or ``(records.payloads, records.keys)`` when :attr:`with_keys`), only the
-    tombstones (``[records]``) for a run with no payloads, and that ``flush()`` returns nothing.
-
-    When the kernel uses it: on a runner that crosses processes, a step of fanout one whose
-    accumulator passes through is fused into the previous step's task
-    (:mod:`zephon_core.runtime.fusion`) and its accumulator is not called at all. A subclass of
-    :class:`~zephon_core.defaults.operators.mapping.PassThrough` that changes ``push`` must set
-    ``passes_through = False``."""
+    """An accumulator capability: ``passes_through = True`` promises that ``push(records)`` returns exactly
+    ``[Work(task, records.keys, records.lineage, records.dropped)]``, ``task`` being ``records.payloads``
+    (``(payloads, keys)`` when :attr:`with_keys`), or ``[records]`` for a run with no payloads, and that
+    ``flush()`` returns nothing. On a runner that crosses processes such a step of fanout one is fused
+    into the previous step's task and its accumulator never called; a subclass of
+    :class:`~zephon_core.defaults.operators.mapping.PassThrough` that changes ``push`` must opt out."""
 
     @property
     def passes_through(self) -> bool:
@@ -138,8 +125,7 @@ class Traits:
         has_worker: False when the accumulator emits finished :class:`Records` only (e.g. shuffle).
         stateful: holds records across pushes (so flushes and replay matter).
         resets_on_flush: returns to a fresh state at each flush sentinel (all but ``batch``).
-        reads_pointers: turns the source's pointers into records (the fetch stage): on a runner that
-            crosses processes, a fused group may start with it."""
+        reads_pointers: turns the source's pointers into records (the fetch stage); a fused group may start with it."""
 
     fanout: Literal["one", "many"] = "one"
     has_worker: bool = True
@@ -153,8 +139,7 @@ WorkerFn = Callable[[Any], Sequence[Any]]
 
 class Operator(ABC):
     """Base class of every operator, built-in or plugin. Subclasses define :attr:`kind` (the registered
-    name), :meth:`config` (JSON-able, identifies the operator in fingerprints),
-    :meth:`new_accumulator` and, when ``traits.has_worker``, :meth:`worker`."""
+    name), :meth:`config`, :meth:`new_accumulator` and, when ``traits.has_worker``, :meth:`worker`."""
 
     kind: ClassVar[str] = ""
     traits: Traits = Traits()  # a class default; an operator whose traits depend on its arguments sets its own
@@ -187,14 +172,12 @@ class Operator(ABC):
         return None
 
     def setup(self, source: SourceInfo) -> None:  # noqa: B027 - optional hook
-        """Called once before the pipeline starts with what operators may know of the work source
-        (dataset names, target shares and their unit); operators never see the source itself."""
+        """Called once before the pipeline starts with what operators may know of the work source."""
 
     def estimate_tokens(self, datasets: Sequence[Dataset]) -> dict[str, float] | None:
         """Tokens per sample of each dataset, for sources that mix by tokens; None if not a tokenizer.
-        The pipeline asks its operators once, before the first chunk, when the source's weights are
-        meant in tokens; the answer is frozen into every checkpoint so a resumed run draws the same
-        samples. It must be a pure function of the datasets and the operator's configuration."""
+        Asked once before the first chunk and frozen into checkpoints, so it must be a pure function of
+        the datasets and the operator's configuration."""
         return None
 
     def training_view(self) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
@@ -212,13 +195,8 @@ class Operator(ABC):
 class AdoptsRecordedConfig(Protocol):
     """An operator capability: resume a checkpoint whose operator resolved a default differently.
 
-    An operator whose default changes between releases must still resume an earlier release's
-    checkpoint with that release's batches: its config records the new default's resolution under a
-    new key, and given a recorded config that implies the earlier behaviour it adopts it in place
-    *when the setting was left at its default*, returning the undo (else None).
-
-    When the kernel uses it: ``load_state_dict``, when the fingerprints differ, asks each such
-    operator with the config recorded at its position, and keeps the adoption only if they then match."""
+    Given a recorded config implying the earlier behaviour, it adopts it *when the setting was left at its
+    default* and returns the undo; ``load_state_dict`` asks when fingerprints differ, keeping what matches."""
 
     def adopt_recorded_config(self, config: Mapping[str, Any]) -> Callable[[], None] | None:
         """Adopt what ``config`` (a checkpoint's record of this operator) resolved; return the undo."""
@@ -226,28 +204,23 @@ class AdoptsRecordedConfig(Protocol):
 
 @runtime_checkable
 class LocatedFailure(Protocol):
-    """A worker failure that says which slot of its work item failed (``index``, or None). When the
-    kernel uses it: the stage names only that slot's samples in the error, not the whole work item's.
-    :class:`ItemFailure` is one, and so are the failures the processes and Ray runners carry back from
-    their workers."""
+    """A worker failure that says which slot of its work item failed (``index``, or None), so the stage
+    names only that slot's samples; :class:`ItemFailure` and the failures runners carry back are ones."""
 
     index: int | None
 
 
 @runtime_checkable
 class FusedFailure(Protocol):
-    """A failure raised inside a fused task, marked with the fused step that raised it. When the kernel
-    uses it: a fused stage (:mod:`zephon_core.runtime.fusion`) names the step that failed, not the
-    group; a runner that carries failures back from another process copies ``fused_step``
-    (:func:`fused_step_of`). Set it with :func:`mark_fused_failure`, never by hand."""
+    """A failure inside a fused task, marked with the fused step that raised it so the error names that
+    step; a runner carrying failures back copies ``fused_step``. Set it with :func:`mark_fused_failure`."""
 
     fused_step: int | None
 
 
 def mark_fused_failure(exc: BaseException, step: int, index: int | None = None) -> None:
-    """Mark ``exc`` with the fused ``step`` that raised it and, for an item failure, the task's slot.
-    The exception is the user's own (re-raised unchanged otherwise), so the marks are attributes set
-    on it; one whose type refuses new attributes is reported under the fused stage's name."""
+    """Mark ``exc`` (the user's own) with the fused ``step`` that raised it and, for an item failure, the
+    slot; one whose type refuses new attributes is reported under the fused stage's name."""
     try:
         cast(FusedFailure, exc).fused_step = step
         if index is not None:
@@ -302,20 +275,16 @@ def check_timeout(value: Any, what: str) -> float | None:
 
 
 STABLE_NAMES: dict[str, str] = {}
-"""Functions that moved: today's ``module:qualname`` -> the name fingerprints have always used.
-
-A fingerprint hashes the ``module:qualname`` of every function in the pipeline, so a function that
-moves would make every checkpoint taken with it unloadable; :func:`stable_name` records its former
-name here and :func:`callable_name` writes that instead."""
+"""Functions that moved: today's ``module:qualname`` -> the name fingerprints have always used, so
+their checkpoints stay loadable (filled by :func:`stable_name`, read by :func:`callable_name`)."""
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _QUALIFIED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 def stable_name(former: str) -> Callable[[_F], _F]:
-    """Decorate a function that moved so fingerprints keep naming it ``former`` (``"module:qualname"``).
-    The declaration sits on the function, so any pipeline using it has imported it. Keep the former
-    module importable too (a forwarder), since scripts and checkpoints name it.
+    """Decorate a function that moved so fingerprints keep naming it ``former`` (``"module:qualname"``);
+    keep the former module importable too (a forwarder).
 
     Raises:
         ConfigError: ``former`` is not ``module:qualname``, or another function already claims it."""

@@ -1,19 +1,15 @@
 """The batch stage: the kernel's last step, which cuts each lane's records into fixed-size microbatches.
 
-Unlike an operator it does not reset at flush sentinels (microbatch shapes must stay constant), so
-a microbatch may span two windows. It is also where replay happens: each lane's
-:class:`~zephon_core.runtime.replay.ReplayCursor` drops the records a resumed lane already delivered
-and stamps every microbatch with the position just after it. Collation is the stage's worker, so it
-runs on the pipeline's runner like any operator's, and so do the ``Pipeline.map_batch`` functions
-after it; a map's ``rng`` is derived from the microbatch's first record key, so it is the same
-wherever and whenever the microbatch is made. The microbatches cut from one message travel in groups
-(:mod:`zephon_core.runtime.groups`).
+It does not reset at flush sentinels (microbatch shapes must stay constant), so a microbatch may span
+two windows. Each lane's :class:`~zephon_core.runtime.replay.ReplayCursor` drops the records a resumed
+lane already delivered and stamps every microbatch with the position just after it. A ``map_batch``
+function's ``rng`` derives from the microbatch's first record key, so it is the same wherever and
+whenever the microbatch is made (on any runner, in any group: :mod:`zephon_core.runtime.groups`).
 """
 
 from __future__ import annotations
 
 import queue
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +26,7 @@ from zephon_core.runtime.groups import failed_microbatch, group_microbatches, ma
 from zephon_core.runtime.messages import Message
 from zephon_core.runtime.replay import LaneStart, ReplayCursor, ResumePoint
 from zephon_core.runtime.runners import Executor, runner_crosses_processes
-from zephon_core.runtime.stage import Pending, Stage, StageAccumulator
+from zephon_core.runtime.stage import Pending, Stage
 from zephon_core.runtime.types import SampleBatch
 
 Collate = Callable[[list[Payload]], dict[str, np.ndarray]]
@@ -67,42 +63,34 @@ class BatchAccumulator:
         rows.payloads.extend(records.payloads[start:])
         rows.keys.extend(records.keys[start:])
         rows.lineage.extend(records.lineage[start:])
-        held, b = len(rows.payloads), self.size
-        if held < b:
-            return []
-        # Cut every full microbatch by offset, then keep the remainder once: re-slicing what is
-        # left after each microbatch would copy a large message's rows once per microbatch.
-        payloads, keys, lineage, dropped = rows.payloads, rows.keys, rows.lineage, rows.dropped
+        return self._cut(partial=False)
+
+    def finish(self) -> list[Work]:
+        """The lane ended: its held rows as one last, partial microbatch (``batch(drop_last=False)``)."""
+        return self._cut(partial=True)
+
+    def _cut(self, partial: bool) -> list[Work]:
+        """Every full microbatch held (``partial``: and the rest), cut by offset before the remainder is kept
+        once: re-slicing what is left after each microbatch would copy a message's rows once per microbatch."""
+        payloads, keys, lineage, dropped = self.rows.payloads, self.rows.keys, self.rows.lineage, self.rows.dropped
+        held, at = len(payloads), 0
         out: list[Work] = []
-        for at in range(0, held - b + 1, b):
-            end = at + b
+        while held - at >= self.size or (partial and at < held):
+            end = min(at + self.size, held)
             meta = MicrobatchMeta(self.index, self.cursor.position(held - end))
             task = (payloads[at:end], keys[at]) if self.keyed else payloads[at:end]
             out.append(Work(task, keys[at:end], lineage[at:end], dropped, meta))
             dropped = []
             self.index += 1
-        at = len(out) * b
-        self.rows = Records(payloads[at:], keys[at:], lineage[at:])
+            at = end
+        if out:
+            self.rows = Records(payloads[at:], keys[at:], lineage[at:])
         return out
-
-    def finish(self) -> list[Work]:
-        """The lane ended: its held rows as one last, partial microbatch (``batch(drop_last=False)``)."""
-        rows = self.rows
-        if not rows.payloads:
-            return []
-        meta = MicrobatchMeta(self.index, self.cursor.position(0))
-        task = (rows.payloads, rows.keys[0]) if self.keyed else rows.payloads
-        self.index += 1
-        self.rows = Records.empty()
-        return [Work(task, rows.keys, rows.lineage, rows.dropped, meta)]
 
 
 def _fields_differ(rows: list[Payload], bad: int) -> ConfigError:
-    """The error for row ``bad`` lacking a field row 0 has (typically datasets with different columns).
-
-    Its ``index`` is ``bad``, so the batch stage names that row's source samples: with a mixture,
-    which dataset has the other columns.
-    """
+    """The error for row ``bad`` lacking a field row 0 has (typically datasets with different columns); its
+    ``index`` is ``bad``, so the error names that row's samples: with a mixture, which dataset differs."""
     first, row = rows[0], rows[bad]
     missing = sorted(set(first) - set(row))
     only_row = sorted(set(row) - set(first))
@@ -119,8 +107,8 @@ def _fields_differ(rows: list[Payload], bad: int) -> ConfigError:
 
 
 def _mixed_types(key: str, values: list[Any]) -> ConfigError:
-    """The error for a field numpy cannot stack into one typed array (datasets that store one field
-    with different types: a label as int here, as str there), naming the first odd row."""
+    """The error for a field numpy cannot stack into one typed array (a label as int here, as str there),
+    naming the first odd row."""
     types = sorted({type(v).__name__ for v in values})
     t0 = type(values[0])
     odd = next((i for i, v in enumerate(values) if type(v) is not t0), None)
@@ -169,13 +157,9 @@ class BatchMap:
 
 @dataclass(frozen=True, slots=True)
 class CollateWorker:
-    """The batch stage's worker: a group of microbatches' rows in, one dict of arrays per microbatch out.
-
-    A task is the tuple of the group's microbatch tasks (see :func:`group_microbatches`); each is
-    collated and mapped on its own, so a microbatch's arrays do not depend on the group it travelled
-    in. A failure is re-raised marked with its microbatch (:func:`~zephon_core.runtime.groups.mark_microbatch`),
-    so the error names that microbatch's samples, not the group's.
-    """
+    """The batch stage's worker: a group of microbatches' rows in, one dict of arrays per microbatch out,
+    each collated and mapped on its own (so independent of its group); a failure is re-raised marked with
+    its microbatch (:func:`~zephon_core.runtime.groups.mark_microbatch`)."""
 
     fn: Collate
     maps: tuple[BatchMap, ...] = ()
@@ -210,10 +194,9 @@ class BatchSpec:
         parallelism: collation workers.
         runner: where collation runs (default: see :meth:`default_runner`).
         timeout_s: limit for one microbatch's collation (default: the pipeline's ``timeout_s`` option).
-        drop_last: False delivers each lane's last rows as a final, smaller microbatch instead of
-            leaving them over. It is a function of the lane's data, so it is the same on every world
-            size and after any resume; the multiplexer delivers it in the last round only if every lane
-            of that round has a microbatch (full or partial), as for any round.
+        drop_last: False delivers each lane's last rows as a final, smaller microbatch instead of leaving
+            them over: a function of the lane's data, the same on every world size and after any resume
+            (delivered, like any round, only if every lane of the last round has a microbatch).
     """
 
     name = "batch"
@@ -240,9 +223,7 @@ class BatchSpec:
         self.microbatch_size = microbatch_size
         self.collate: Collate = collate or default_collate
         self.maps: tuple[BatchMap, ...] = ()
-        self.drop_last = drop_last
-        self.parallelism = parallelism
-        self.runner = runner
+        self.drop_last, self.parallelism, self.runner = drop_last, parallelism, runner
         self.timeout_s = check_timeout(timeout_s, "batch")
 
     @property
@@ -271,10 +252,9 @@ class BatchSpec:
     def default_runner(
         self, pipeline_runner: str, crosses_processes: Callable[[str], bool] = runner_crosses_processes
     ) -> str:
-        """Where collation runs when ``batch(runner=...)`` is not given: the pipeline's runner, except
-        that the default collation (numpy stacking, which releases the GIL) with no ``map_batch`` stays
-        on threads when ``crosses_processes(pipeline_runner)``: the batch has to end up in the training
-        process, and sending its rows out and the stacked arrays back would cost two more copies."""
+        """Where collation runs when ``batch(runner=...)`` is not given: the pipeline's runner, except that
+        the default collation (numpy stacking, which releases the GIL) with no ``map_batch`` stays on threads
+        when ``crosses_processes(pipeline_runner)``: sending rows out and arrays back costs two more copies."""
         if self.collate is default_collate and not self.maps and crosses_processes(pipeline_runner):
             return "threads"
         return pipeline_runner
@@ -288,11 +268,8 @@ class BatchSpec:
 
 
 class BatchStage(Stage):
-    """The terminal stage: per-lane batch accumulators that start where the checkpoint says.
-
-    Its work items are groups (:func:`~zephon_core.runtime.groups.group_microbatches`): ``meta`` is
-    always the tuple of the microbatches' own work items.
-    """
+    """The terminal stage: per-lane batch accumulators that start where the checkpoint says; its work items
+    are groups (:func:`~zephon_core.runtime.groups.group_microbatches`), ``meta`` their microbatches' items."""
 
     def __init__(
         self,
@@ -317,15 +294,12 @@ class BatchStage(Stage):
             outbound,
             ctx,
             window,
-            new_accumulator=_lanes_only,
             describe_samples=describe_samples,
             runner=runner,
             timeout_s=timeout_s,
             parallelism=parallelism,
         )
-        self.batch = spec
-        self.starts = starts
-        self.view = view
+        self.batch, self.starts, self.view = spec, starts, view
         self.lanes: dict[int, BatchAccumulator] = {}
 
     def _lane(self, lane: int) -> BatchAccumulator:
@@ -335,13 +309,7 @@ class BatchStage(Stage):
         return acc
 
     def _on_data(self, msg: Message) -> None:
-        records: Records = msg.body
-        t0 = time.perf_counter()
-        try:
-            emitted = self._lane(msg.lane).push(records, msg.window)
-            self.metrics.acc_busy_s += time.perf_counter() - t0
-        except Exception as exc:
-            raise self._error("accumulator", msg.lane, records.lineage, exc) from exc
+        emitted = self._timed("accumulator", msg, self._lane(msg.lane).push, msg.body, msg.window)
         if emitted:  # in groups, one task each (bytes per record: the inbound queue's running mean)
             per = self.inbound.bytes_per_record if isinstance(self.inbound, ByteQueue) else 0.0
             self._submit(msg, split_groups(emitted, per))
@@ -352,10 +320,8 @@ class BatchStage(Stage):
 
     def _on_lane_end(self, msg: Message) -> None:
         acc = self.lanes.pop(msg.lane, None)
-        if acc is not None and not self.batch.drop_last:
-            last = acc.finish()
-            if last:
-                self._submit(msg, [group_microbatches(last)])
+        if acc is not None and not self.batch.drop_last and acc.held:
+            self._submit(msg, [group_microbatches(acc.finish())])
         self.ctx.put(self.pending, Pending(msg.with_body(acc.held if acc is not None else 0)))
 
     def _convert(self, msg: Message, result: Any, work: Work) -> tuple[SampleBatch, ...]:
@@ -385,7 +351,3 @@ class BatchStage(Stage):
     def _units(self, work: Work) -> int:
         """A group's time limit is ``timeout_s`` per microbatch in it."""
         return len(work.meta)
-
-
-def _lanes_only(lane: int) -> StageAccumulator:
-    raise AssertionError("the batch stage keeps its own per-lane accumulators")

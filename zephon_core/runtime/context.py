@@ -1,12 +1,12 @@
 """What a running pipeline's threads share: the first failure and the stop flag.
 
-Every blocking call in a pipeline thread goes through :class:`Context` and wakes up every
-:data:`POLL` seconds to look at the stop flag, so ``close()`` and a failure anywhere end every thread
-promptly instead of leaving one blocked on a full or empty queue.
+Every blocking call in a pipeline thread goes through :class:`Context` and wakes up every :data:`POLL`
+seconds to look at the stop flag, so ``close()`` or a failure ends every thread promptly.
 """
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Callable
@@ -37,30 +37,22 @@ class Context:
         self.stop.set()
 
     def put(self, q: queue.Queue[T], item: T) -> None:
-        while not self.stop.is_set():
-            try:
-                q.put(item, timeout=POLL)
-                return
-            except queue.Full:
-                pass
-        raise Stopped
+        self._poll(functools.partial(q.put, item, timeout=POLL), queue.Full)
 
     def get(self, q: queue.Queue[T], idle: Callable[[], None] | None = None) -> T:
         """The next item of ``q``; ``idle()`` runs at every poll while waiting (a watchdog check)."""
-        while not self.stop.is_set():
-            try:
-                return q.get(timeout=POLL)
-            except queue.Empty:
-                if idle is not None:
-                    idle()
-        raise Stopped
+        return self._poll(functools.partial(q.get, timeout=POLL), queue.Empty, idle)
 
     def result(self, fut: Future[Any], idle: Callable[[], None] | None = None) -> Any:
         """The future's result; ``idle()`` runs at every poll while waiting (a watchdog check)."""
+        return self._poll(functools.partial(fut.result, timeout=POLL), TimeoutError, idle)
+
+    def _poll(self, wait: Callable[[], T], timed_out: type[Exception], idle: Callable[[], None] | None = None) -> T:
+        """``wait()`` again until it returns, every :data:`POLL` seconds, until the stop flag is set."""
         while not self.stop.is_set():
             try:
-                return fut.result(timeout=POLL)
-            except TimeoutError:
+                return wait()
+            except timed_out:
                 if idle is not None:
                     idle()
         raise Stopped

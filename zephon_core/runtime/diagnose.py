@@ -1,10 +1,7 @@
 """Name the bottleneck: which step limits throughput, why, and what to change.
 
-A pipeline is a chain of stages with bounded queues between them, so the slowest link shows itself:
-its workers (or its accumulator) are busy nearly all the time, and the stage after it waits for input
-while the stages before it are held back. When the pipeline keeps up with the training loop, the
-loop itself is the bottleneck: the consumer hardly ever waits for a batch.
-"""
+Stages are chained by bounded queues, so the slowest is busy nearly all the time (workers or accumulator)
+and the next one waits for input; when the pipeline keeps up, the training loop hardly waits for a batch."""
 
 from __future__ import annotations
 
@@ -23,9 +20,8 @@ BUSY = 0.50
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """The culprit (``stage``: a step's name, ``"consumer"`` or ``"source"``), why, and what to change.
-
-    ``str()`` is the human sentence; ``evidence`` holds the figures it rests on."""
+    """The culprit (``stage``: a step's name, ``"consumer"`` or ``"source"``), why, and what to change;
+    ``str()`` is the human sentence, ``evidence`` holds the figures it rests on."""
 
     stage: str
     reason: str
@@ -54,11 +50,8 @@ def _raise_workers(s: dict[str, Any], crosses_processes: Callable[[str], bool]) 
 
 
 def diagnose(window: dict[str, Any], crosses_processes: Callable[[str], bool] = runner_crosses_processes) -> Diagnosis:
-    """Find the limiting stage from windowed metrics (``zephon_core.runtime.metrics.windowed``).
-
-    ``crosses_processes(name)`` says whether a runner runs its workers in other processes
-    (:class:`~zephon_core.runtime.runners.CrossesProcesses`): the advice for a busy step on such a
-    runner is more workers, not another runner."""
+    """Find the limiting stage from windowed metrics (``zephon_core.runtime.metrics.windowed``);
+    ``crosses_processes(name)``: whether a runner's workers are other processes (then: more workers)."""
     stages = window["stages"]
     consumer_wait = window["consumer"]["wait"]
     if consumer_wait < CONSUMER_BOUND:
@@ -68,8 +61,7 @@ def diagnose(window: dict[str, Any], crosses_processes: Callable[[str], bool] = 
             "the pipeline keeps up; speed up the training step (more data-loading resources will not help)",
             {"consumer_wait": consumer_wait},
         )
-    # A stage's load: its workers' busy fraction, or its accumulator's when it has no workers (or the
-    # accumulator is the busier half, e.g. a heavy shuffle or packing decision).
+    # A stage's load: the busier of its workers and its accumulator (a heavy shuffle or packing decision).
     load = [max(s["worker_busy"], s["accumulator_busy"]) for s in stages]
     best = max(range(len(stages)), key=lambda i: (load[i], -i)) if stages else -1
     if best < 0 or load[best] < BUSY:

@@ -1,15 +1,12 @@
 """One rank's running pipeline: feeder thread → stages → multiplexer, wired by bounded queues.
 
-The engine only wires; each part lives in its own module (the data path is drawn in
-``docs/architecture.md``). All lanes of the rank share the stages; every accumulator keeps separate
-state per lane, so a lane's output does not depend on which other lanes run beside it, and the
-interleaving of lanes is free to follow demand.
+All lanes of the rank share the stages; every accumulator keeps separate state per lane, so a lane's
+output does not depend on which other lanes run beside it, and lanes may interleave as demand says.
 """
 
 from __future__ import annotations
 
 import collections
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +20,6 @@ from zephon_core.runtime.context import Context
 from zephon_core.runtime.feeder import Feeder
 from zephon_core.runtime.fetch import FetchStage
 from zephon_core.runtime.flow import ByteQueue
-from zephon_core.runtime.messages import Message
 from zephon_core.runtime.metrics import TRACE_EVENTS, chrome_trace
 from zephon_core.runtime.multiplexer import Multiplexer
 from zephon_core.runtime.replay import LaneStart, lane_state
@@ -57,8 +53,7 @@ class Engine:
         starts: where each owned lane starts (from a checkpoint, or the beginning).
         make_executor: starts the workers of one plan (None when it has no worker).
         max_inflight_bytes: the byte budget shared by the queues (None: count items only).
-        tuner: makes the tuner (``options(autotune=True)``) that adjusts parallelism through
-            :meth:`resizable` and :meth:`resize` while the engine runs.
+        tuner: makes the tuner (``options(autotune=True)``) that adjusts parallelism through :meth:`resize`.
     """
 
     def __init__(
@@ -78,10 +73,7 @@ class Engine:
         max_inflight_bytes: int | None = None,
         tuner: Callable[[Tunable], Tuner] | None = None,
     ) -> None:
-        self.layout = layout
-        self.lanes = layout.owned
-        self.flush_every = flush_every
-        self.ctx = Context()
+        self.layout, self.lanes, self.flush_every, self.ctx = layout, layout.owned, flush_every, Context()
         self.executors: list[Executor] = []
         self.stages: list[Stage] = []
         # set once every stage exists; close() may run before that (a stage that fails to start)
@@ -89,10 +81,9 @@ class Engine:
         self.feeder_thread: threading.Thread | None = None
         n_queues = len(plans) + 2
         share = None if max_inflight_bytes is None else max(1, max_inflight_bytes // n_queues)
-        queues: list[queue.Queue[Message]] = [ByteQueue(queue_depth, share) for _ in range(n_queues)]
-        fetched = cast(ByteQueue, queues[1])  # what the fetch stage (the first plan) puts out
+        queues = [ByteQueue(queue_depth, share) for _ in range(n_queues)]
         group_bytes = None if max_inflight_bytes is None else max_inflight_bytes // GROUPS_PER_BUDGET
-        fetch.limit_group_bytes(group_bytes, lambda: fetched.bytes_per_record)
+        fetch.limit_group_bytes(group_bytes, lambda: queues[1].bytes_per_record)  # what fetch puts out
         self.mux = Multiplexer(self.lanes, starts, self.ctx, queues[-1], len(self.lanes) * batch.microbatch_size)
         self.feeder = Feeder(source, layout, flush_every, starts, self.ctx, queues[0], self.mux, fetch.group_size)
         try:
@@ -125,7 +116,6 @@ class Engine:
         if self.tuner is not None:
             self.tuner.start()
 
-    # -- consumer side ---------------------------------------------------------------------------
     def __iter__(self) -> Engine:
         return self
 
@@ -144,7 +134,6 @@ class Engine:
     def next_lane(self) -> int:
         return self.mux.next_lane
 
-    # -- state ---------------------------------------------------------------------------------
     def lane_states(self) -> dict[int, dict[str, Any]]:
         """Every owned lane's checkpoint entry, as of the last microbatch handed out."""
         return {
@@ -157,23 +146,22 @@ class Engine:
         stages = []
         for st in self.stages:
             m = st.metrics
-            stages.append(
-                {
-                    "name": m.name,
-                    "runner": m.runner,
-                    "parallelism": m.parallelism,
-                    "has_worker": st.executor is not None,
-                    **m.counters(),
-                    "bytes_in": st.inbound.total_bytes if isinstance(st.inbound, ByteQueue) else 0,
-                    "bytes_out": st.outbound.total_bytes if isinstance(st.outbound, ByteQueue) else 0,
-                    "queue_fill": st.inbound.qsize() / max(1, st.inbound.maxsize),
-                    "window_fill": st.pending.qsize() / max(1, st.pending.maxsize),
-                    "in_flight": st.pending.qsize(),
-                    "latency_ms": m.percentiles(),
-                }
-            )
+            row: dict[str, Any] = {
+                "name": m.name,
+                "runner": m.runner,
+                "parallelism": m.parallelism,
+                "has_worker": st.executor is not None,
+                **m.counters(),
+                "bytes_in": st.inbound.total_bytes if isinstance(st.inbound, ByteQueue) else 0,
+                "bytes_out": st.outbound.total_bytes if isinstance(st.outbound, ByteQueue) else 0,
+                "queue_fill": st.inbound.qsize() / max(1, st.inbound.maxsize),
+                "window_fill": st.pending.qsize() / max(1, st.pending.maxsize),
+                "in_flight": st.pending.qsize(),
+                "latency_ms": m.percentiles(),
+            }
             if isinstance(st.executor, ReportsMetrics):
-                stages[-1]["executor"] = st.executor.metrics()
+                row["executor"] = st.executor.metrics()
+            stages.append(row)
         return {
             "elapsed_s": time.monotonic() - self.started_at,
             "autotune": self.tuner.report() if self.tuner is not None else None,
@@ -207,11 +195,8 @@ class Engine:
         return sum(self.feeder.chunks.values())
 
     def close(self, grace_s: float = 2.0) -> None:
-        """Stop every thread and worker; returns within about ``grace_s`` plus the executors' own close.
-
-        Threads poll the stop flag, so they end within a poll interval, except one stuck inside a
-        user function (a hung task): it is a daemon thread and is abandoned after the grace period.
-        """
+        """Stop every thread and worker; returns within about ``grace_s`` plus the executors' own close
+        (a thread stuck in a user function, a hung task, is a daemon and is abandoned after ``grace_s``)."""
         self.ctx.stop.set()
         if self.tuner is not None:
             self.tuner.stop()

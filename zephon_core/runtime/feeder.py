@@ -1,19 +1,13 @@
 """The feeder: walks the rank's lanes, computes each lane's next chunk, and injects flush sentinels.
 
-Chunk ``g`` of lane ``l`` is ``LaneLayout.chunk(l, local_index)``, so the feeder holds one counter
-per lane; after every ``K`` chunks of a lane it sends a ``FLUSH``, and at the lane's end it closes
-the last, partial window and sends ``LANE_END``. Which lane it feeds next changes timing only: the
-one with the fewest microbatches expected at the multiplexer, waiting there or still in flight (its
-messages not yet through the pipeline, at the lane's yield per message so far). Counting only what
-waits would overfeed a lane whose data is still in the pipeline, and the multiplexer would pile up
-its microbatches while it waits for another lane.
-
-A message is through once it, or any message put after it, has reached the multiplexer (stages
-forward in order), even if it yielded nothing because an operator holds its records
-(``ensure_mixture``, a packer's open row). Such holds come in runs, so a held lane's first
-:data:`HELD_LOOKAHEAD` messages in flight count as yielding nothing: it gets several chunks at once
-and one trip through the pipeline covers the run (measured in ``docs/text-pipeline.md``).
-"""
+Chunk ``g`` of lane ``l`` is ``LaneLayout.chunk(l, local_index)``: one counter per lane, a ``FLUSH``
+after every ``K`` chunks of a lane and, at its end, one closing the last, partial window and a
+``LANE_END``. It feeds the lane with the fewest microbatches expected at the multiplexer (timing
+only): waiting there or due from its messages in flight, at its yield per message so far; counting
+only what waits would overfeed a lane whose data is still in the pipeline. A message is through once
+it or a later one reached the multiplexer (stages forward in order), even if it yielded nothing as an
+operator holds its records (``ensure_mixture``, a packer's open row). Holds come in runs, so a held
+lane's first :data:`HELD_LOOKAHEAD` messages in flight count as yielding nothing: one trip covers a run."""
 
 from __future__ import annotations
 
@@ -35,9 +29,7 @@ LEAD_POLL_S = 0.002
 """How often a feeder held back by a trainer-steered source's lead looks again."""
 
 HELD_LOOKAHEAD = 3
-"""Messages in flight that count as yielding nothing while a lane is held: enough to cover most runs
-of holds in one trip, few enough that a held lane cannot crowd out the others (beyond them, its
-messages count at its average rate again)."""
+"""A held lane's messages in flight counted as yielding nothing: most runs of holds, too few to crowd out others."""
 
 
 class Demand(Protocol):
@@ -45,11 +37,9 @@ class Demand(Protocol):
 
     def last_arrived(self, lane: int) -> int:
         """``seq`` of the latest message of ``lane`` to reach the end of the pipeline (-1: none)."""
-        ...
 
     def outlook(self, lane: int, in_flight: int, passed: int) -> float:
         """Microbatches of ``lane`` expected: waiting, plus what ``in_flight`` messages should yield."""
-        ...
 
 
 class Feeder:
@@ -66,13 +56,8 @@ class Feeder:
         demand: Demand,
         group_size: Callable[[int], int] = lambda n: n,
     ) -> None:
-        self.source = source
-        self.layout = layout
-        self.k = flush_every
-        self.ctx = ctx
-        self.out = out
-        self.demand = demand
-        self.group_size = group_size
+        self.source, self.layout, self.k = source, layout, flush_every
+        self.ctx, self.out, self.demand, self.group_size = ctx, out, demand, group_size
         owned = layout.owned
         self.next_local = {lane: starts[lane].first_chunk(flush_every) for lane in owned}
         self.emitted = dict.fromkeys(owned, 0)
@@ -99,8 +84,7 @@ class Feeder:
 
     def held(self, lane: int) -> bool:
         """Whether the latest message of ``lane`` through the pipeline yielded nothing (an operator holds
-        its records): nothing of it or of a later message reached the multiplexer. Call after
-        :meth:`in_flight`, which leaves only the messages in flight in the lane's log."""
+        its records). Call after :meth:`in_flight`, which leaves only those in flight in the lane's log."""
         log = self.unsettled[lane]
         latest = (log[0][0] if log else self.sent[lane]) - 1
         return latest > self.demand.last_arrived(lane)
@@ -123,14 +107,12 @@ class Feeder:
         self.ctx.put(self.out, Message(kind, lane, window, body, seq))
 
     def _feedable(self, active: list[int], parts: Mapping[int, object]) -> list[int]:
-        """The lanes whose next chunk may be computed now: all, unless the source paces the feeder
-        (:class:`~zephon_core.work.contract.Paced`, see :mod:`zephon_core.defaults.sources.steering`);
-        a chunk being sent in parts is computed."""
-        source = self.source
-        if not isinstance(source, Paced):
+        """The lanes whose next chunk may be computed now (or is, being sent in parts): all, unless the
+        source paces the feeder (:class:`~zephon_core.work.contract.Paced`, as steered sources do)."""
+        if not isinstance(self.source, Paced):
             return active
-        chunk = self.layout.chunk
-        return [lane for lane in active if lane in parts or source.may_compute(chunk(lane, self.next_local[lane]))]
+        may, chunk = self.source.may_compute, self.layout.chunk
+        return [lane for lane in active if lane in parts or may(chunk(lane, self.next_local[lane]))]
 
     def run(self) -> None:
         """Thread body: feed every lane to its end, then ``STOP``; a failure stops the pipeline."""

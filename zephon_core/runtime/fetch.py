@@ -19,7 +19,7 @@ from zephon_core.defaults.sources.static_mixture import Chunk
 from zephon_core.errors import ConfigError, ReaderError, ZephonError
 from zephon_core.ops.contract import Emitted, Payload, Traits, Work, check_timeout
 from zephon_core.work.ids import DATASET_SHIFT, record_key
-from zephon_core.work.readers import MemoryReader, Reader, SkippingReader
+from zephon_core.work.readers import Reader, SharesRows, SkippingReader
 
 
 class FetchAccumulator:
@@ -51,13 +51,16 @@ class FetchWorker:
     names: tuple[str, ...]
     readers: tuple[Reader, ...]
     share_rows: bool = False
-    """Read a :class:`~zephon_core.work.readers.MemoryReader`'s own rows, not copies (see ``FetchStage.bind``)."""
+    """Read a :class:`~zephon_core.work.readers.SharesRows` reader's own rows, not copies (see ``FetchStage.bind``)."""
     skips: tuple[bool, ...] = field(init=False)
     """Per reader, whether it is a SkippingReader: asked once, since a runtime-checkable Protocol's
     ``isinstance`` costs tens of microseconds and a chunk is read in several groups."""
+    shares: tuple[bool, ...] = field(init=False)
+    """Per reader, whether it is read through ``read_shared`` (``share_rows`` and a SharesRows reader)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "skips", tuple(isinstance(r, SkippingReader) for r in self.readers))
+        object.__setattr__(self, "shares", tuple(self.share_rows and isinstance(r, SharesRows) for r in self.readers))
 
     def __call__(self, task: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[Payload]:
         ds, shard, index = task
@@ -84,8 +87,8 @@ class FetchWorker:
         """
         reader = self.readers[d]
         read: Callable[[int, np.ndarray], Sequence[Payload | None]]
-        if self.share_rows and type(reader) is MemoryReader:
-            read = reader.read_shared
+        if self.shares[d]:
+            read = cast(SharesRows, reader).read_shared
         else:
             read = cast(SkippingReader, reader).read_or_skip if self.skips[d] else reader.read
         where = f"dataset {self.names[d]!r}, shard {s}"
@@ -139,7 +142,7 @@ class FetchStage:
         """Give the worker the datasets' readers (done when the pipeline starts).
 
         ``share_rows``: nothing after fetch changes a row (no operator, a collation that only reads),
-        so a reader that can hand out its own rows (:meth:`~zephon_core.work.readers.MemoryReader.read_shared`)
+        so a reader that can hand out its own rows (:class:`~zephon_core.work.readers.SharesRows`)
         does, without a copy per record (which cost about as much as collating the row).
         """
         self._worker = FetchWorker(tuple(names), tuple(readers), share_rows)

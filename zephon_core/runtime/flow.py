@@ -1,10 +1,9 @@
 """Flow control in bytes: queues that push back on bytes as well as items, and an estimate of sizes.
 
-Items between stages are counted in messages, but a message may hold one chunk of tiny records or
-of 1 MiB images. :class:`ByteQueue` also blocks a producer while the bytes it holds exceed its share
-of ``max_inflight_bytes`` (one item always fits, so the pipeline keeps moving), and the fetch stage
-reads a chunk in groups small enough that one message stays a small part of the budget. Flow
-control changes only *when* work happens, never what the data is.
+A message may hold one chunk of tiny records or of 1 MiB images, so :class:`ByteQueue` also blocks a
+producer while it holds more than its share of ``max_inflight_bytes`` (one item always fits), and the
+fetch stage reads in groups small enough to stay a small part of the budget. Flow control changes
+only *when* work happens, never what the data is.
 """
 
 from __future__ import annotations
@@ -38,8 +37,7 @@ def payloads_nbytes(payloads: list[Any]) -> int:
     n = len(payloads)
     if not n:
         return 0
-    step = max(1, n // SAMPLED)
-    sample = payloads[::step]
+    sample = payloads[:: max(1, n // SAMPLED)]
     measured = sum(sum(value_nbytes(v) for v in p.values()) if isinstance(p, dict) else 64 for p in sample)
     return measured * n // len(sample)
 

@@ -1,10 +1,6 @@
-"""Starting the processes runner's workers: the fork server and what it preloads.
-
-Workers come from the ``forkserver`` start method where the platform has it (``spawn`` elsewhere): one
-clean, single-threaded interpreter per training process imports the script, numpy and the kernel once
-(plus the first pool's function modules) and forks each worker in milliseconds, where ``spawn`` boots
-and imports a fresh interpreter per worker (0.3 s of CPU each). Forking from it, never from the
-pipeline's multithreaded process, keeps ``fork``'s hazards away. The pool is :mod:`zephon_core.runtime.processes`.
+"""Starting the processes runner's workers: the fork server and what it preloads (why a fork server:
+docs/performance.md, "Workers start early"; forking from it, never from the pipeline's multithreaded
+process, keeps ``fork``'s hazards away). The pool is :mod:`zephon_core.runtime.processes`.
 """
 
 from __future__ import annotations
@@ -30,21 +26,15 @@ _SOCKET_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")  # what multiprocessing
 
 
 def _short_socket_dir() -> None:
-    """Give multiprocessing a temp folder short enough for the fork server's Unix socket.
-
-    The socket is made in multiprocessing's temp folder under TMPDIR: under a deep one (a CI runner's
-    work folder, pytest's ``tmp_path``) its path passes the 107-byte limit and the first worker fails
-    with "AF_UNIX path too long". Python 3.13 falls back to a short system folder by itself; this does
-    the same earlier, before multiprocessing makes its folder (removed at exit as its own would be).
-    """
+    """Give multiprocessing a temp folder short enough for the fork server's Unix socket: under a deep
+    TMPDIR (a CI runner's, pytest's ``tmp_path``) its path would pass the 107-byte limit ("AF_UNIX path
+    too long"). Python 3.13 falls back to a short system folder by itself; this does the same earlier."""
     if sys.version_info >= (3, 13):
         return
     from multiprocessing import process, util
 
     config = cast(Any, process.current_process())._config
-    if config.get("tempdir") is not None:
-        return
-    if len(os.fsencode(tempfile.gettempdir())) + _SOCKET_SUFFIX <= _SUN_PATH_MAX:
+    if config.get("tempdir") is not None or len(os.fsencode(tempfile.gettempdir())) + _SOCKET_SUFFIX <= _SUN_PATH_MAX:
         return
     for base in ("/tmp", "/var/tmp", "/dev/shm"):
         if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
@@ -78,10 +68,7 @@ def _modules_of(fn: Any, depth: int = 2) -> list[str]:
     stack: list[tuple[Any, int]] = [(fn, 0)]
     while stack:
         obj, d = stack.pop()
-        names = [type(obj).__module__]
-        if callable(obj):
-            names.append(getattr(obj, "__module__", None) or "")
-        for m in names:
+        for m in (type(obj).__module__, getattr(obj, "__module__", None) if callable(obj) else None):
             if m and m not in ("builtins", "__main__", "__mp_main__"):
                 found[m] = None
         if d >= depth:
@@ -101,8 +88,7 @@ def _modules_of(fn: Any, depth: int = 2) -> list[str]:
 
 def _bootstrap_hint() -> str:
     """Why a worker may exit before it is ready, naming the script when it lacks a ``__main__`` guard."""
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
     base = "it exited while starting, before it could load its worker function"
     if path:
         try:

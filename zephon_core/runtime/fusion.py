@@ -1,13 +1,9 @@
 """Stage fusion: consecutive per-record steps on a runner that crosses processes share one pool and one task.
 
-On such a runner (:class:`~zephon_core.runtime.runners.CrossesProcesses`: processes, Ray) every stage
-boundary is a round trip between processes, which for image-sized records costs more than the work
-(``benchmarks/bench_transport.py``). A step whose accumulator passes through
-(:class:`~zephon_core.ops.contract.PassesThrough`) holds no state, so its worker can run right after
-the previous step's, in the same task. Records, keys, lineage and tombstones stay exactly as without
-fusion (the training process rebuilds the tombstones step by step), so hashes, checkpoints and
-manifests do not change. Which steps fuse, and what differs in metrics, errors and time limits:
-``docs/performance.md`` ("Steps that share a pool").
+A step whose accumulator passes through (:class:`~zephon_core.ops.contract.PassesThrough`) holds no
+state, so its worker can run right after the previous step's, in the same task; the training process
+rebuilds the tombstones step by step, so no output changes. Which steps fuse, and what differs in
+metrics, errors and time limits: ``docs/performance.md`` ("Steps that share a pool").
 """
 
 from __future__ import annotations
@@ -30,6 +26,7 @@ from zephon_core.ops.contract import (
     passes_through,
 )
 from zephon_core.runtime.runners import runner_crosses_processes
+from zephon_core.runtime.stage import materialize
 
 
 def _pass_through(spec: Any) -> PassesThrough | None:
@@ -41,11 +38,6 @@ def _pass_through(spec: Any) -> PassesThrough | None:
     except Exception:  # an operator that cannot make one before it runs is not a pass-through
         return None
     return acc if passes_through(acc) else None
-
-
-def fusable_head(spec: Any) -> bool:
-    """Whether a step can start a fused group: the fetch stage, or a pass-through step."""
-    return spec.traits.reads_pointers or _pass_through(spec) is not None
 
 
 class FusedAccumulator:
@@ -71,10 +63,9 @@ class FusedAccumulator:
 class FusedWorker:
     """Runs the steps' workers one after the other on one task (fanout one throughout).
 
-    Returns ``(payloads, levels)``: a payload or None per slot of the task, and, when a step after the
-    head dropped records, the step at which each slot was dropped (-1: kept). A failure is re-raised
-    marked (:func:`~zephon_core.ops.contract.mark_fused_failure`) with the step that raised it and,
-    for an item failure, its ``index`` mapped to the task's slot.
+    Returns ``(payloads, levels)``: a payload or None per slot, and, when a step after the head dropped
+    records, the step at which each slot was dropped (-1: kept). A failure is re-raised marked with its
+    step (:func:`~zephon_core.ops.contract.mark_fused_failure`) and, for an item, the task's slot.
     """
 
     workers: tuple[WorkerFn, ...]
@@ -144,8 +135,6 @@ class FusedSpec:
 
     def materialize(self, result: Any, work: Work) -> Records | None:
         """Records from a fused task's result, tombstones in the order the unfused stages make them."""
-        from zephon_core.runtime.stage import materialize
-
         if not (isinstance(result, tuple) and len(result) == 2):
             raise TypeError(f"fused worker returned {type(result).__name__}, not (payloads, levels)")
         payloads, levels = result
@@ -164,10 +153,8 @@ def fuse(
 ) -> list[Any]:
     """Merge runs of fusable plans (same runner crossing processes, fanout one, pass-through after the head).
 
-    ``make_plan(spec, runner, parallelism, timeout_s)`` builds the fused group's plan (the engine's
-    ``StagePlan``); plans that do not fuse are returned as they are. ``crosses_processes(name)`` says
-    whether the runner registered as ``name`` declares :class:`~zephon_core.runtime.runners.CrossesProcesses`
-    (default: the default plugin manager's runners; a pipeline passes its own manager's).
+    ``make_plan(spec, runner, parallelism, timeout_s)`` builds a fused group's plan (the engine's ``StagePlan``);
+    ``crosses_processes(name)`` says whether a runner crosses processes (default: the default plugin manager's).
     """
     fuses_on = functools.cache(crosses_processes)  # asked once per runner
     out: list[Any] = []
@@ -189,7 +176,8 @@ def fuse(
             group.append(plan)
             continue
         close()
-        if not own_limit and fusable_head(plan.spec) and fuses_on(plan.runner):
+        head = not own_limit and (plan.spec.traits.reads_pointers or _pass_through(plan.spec) is not None)
+        if head and fuses_on(plan.runner):  # the fetch stage or a pass-through step starts a group
             group.append(plan)
         else:
             out.append(plan)

@@ -1,10 +1,8 @@
 """Groups of microbatches: the microbatches cut from one message travel as one task and one hop.
 
-With small records the batch stage's cost is per microbatch, not per row (a future, a reorder-window
-entry, a queue put and get and a thread wake-up each), so it submits the microbatches cut from one
-message in groups: one collation task, one window entry and one message to the multiplexer per
-group. Each microbatch is still collated on its own, so batches and their hashes do not depend on
-the grouping.
+With small records the batch stage's cost is per microbatch, not per row (a future, a window entry,
+a queue put and get and a thread wake-up each), so it pays it once per group instead. Each microbatch
+is still collated on its own, so batches and their hashes do not depend on the grouping.
 """
 
 from __future__ import annotations
@@ -24,17 +22,14 @@ class MicrobatchFailure(Protocol):
 
 
 def mark_microbatch(exc: BaseException, j: int) -> None:
-    """Mark ``exc`` with the number of the microbatch (within its group) whose collation raised it.
-
-    The exception is the user's own, so the mark is an attribute on it (it pickles with it, for a
-    collation that runs in another process); a type that refuses attributes is reported for the group.
-    """
+    """Mark ``exc`` with the number of the microbatch (within its group) whose collation raised it, as an
+    attribute that pickles with it; a type that refuses attributes is reported for the whole group."""
     with contextlib.suppress(AttributeError):
         cast(MicrobatchFailure, exc).zephon_microbatch = j
 
 
 def failed_microbatch(exc: BaseException) -> int | None:
-    """The microbatch (within its group) :class:`~zephon_core.runtime.batch.CollateWorker` marked ``exc`` with, or None."""
+    """The microbatch (within its group) that :func:`mark_microbatch` marked ``exc`` with, or None."""
     j = exc.zephon_microbatch if isinstance(exc, MicrobatchFailure) else None
     return j if isinstance(j, int) and not isinstance(j, bool) else None
 
@@ -43,23 +38,14 @@ GROUP_ROWS = 64
 GROUP_BYTES = 256 * 1024
 """A group of microbatches (one collation task, one hop) is closed at this many rows or input bytes.
 
-A hop costs tens of microseconds, well under a microsecond per row over 64 rows. A larger group
-keeps more collated arrays alive at once, and the allocator then hands freed memory back to the
-system and faults it in again: on 1 KB text, groups of 128 rows took a page fault per 3 to 10
-samples (64 rows: one per 25), which cost more CPU than the hops they saved. Large records make
-microbatches large enough that each travels alone."""
+A hop costs tens of microseconds, well under a microsecond per row over 64 rows. A larger group keeps
+more collated arrays alive, which the allocator hands back and faults in again: on 1 KB text, groups of
+128 rows took a page fault per 3 to 10 samples (64 rows: one per 25), costing more than the hops saved."""
 
 
 def group_microbatches(works: list[Work]) -> Work:
-    """One work item for the microbatches cut from one message: their tasks as one tuple.
-
-    Keys and lineage are the microbatches' one after the other (errors and the watchdog name samples
-    from them); ``meta`` keeps the microbatches' own work items, which :class:`~zephon_core.runtime.batch.BatchStage`
-    turns into one :class:`~zephon_core.runtime.types.SampleBatch` each, in order.
-    """
-    if len(works) == 1:
-        w = works[0]
-        return Work((w.task,), w.keys, w.lineage, w.dropped, (w,))
+    """One work item for the microbatches cut from one message: their tasks as one tuple, their keys and
+    lineage one after the other, and their own work items as ``meta`` (one SampleBatch each, in order)."""
     keys = list(itertools.chain.from_iterable(w.keys for w in works))
     lineage = list(itertools.chain.from_iterable(w.lineage for w in works))
     return Work(tuple(w.task for w in works), keys, lineage, works[0].dropped, tuple(works))

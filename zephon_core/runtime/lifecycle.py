@@ -1,16 +1,9 @@
 """How a running pipeline ends when nobody closes it: dropped, abandoned mid-loop, or at interpreter exit.
 
-Daemon threads (and worker processes) left running at interpreter exit are frozen wherever they are,
-which can be inside C++ code (a tokenizer, pyarrow): the process then aborts (``terminate called
-without an active exception``) instead of exiting 0, and a scheduler marks the job failed. Three
-rules prevent it (docs/failure-modes.md):
-
-* the engine's threads call back into the pipeline only through :func:`weakly`, so a pipeline nobody
-  refers to is collected, and its ``__del__`` closes it;
-* :class:`PipelineIterator` holds the pipeline, so ``for batch in Pipeline(...)...:`` keeps it alive
-  exactly as long as the loop needs it;
-* every started pipeline is in :data:`RUNNING` (weakly), and an ``atexit`` handler closes those still
-  running before the interpreter finalises its threads.
+A daemon thread left inside C++ code (a tokenizer, pyarrow) when the interpreter finalises aborts the
+process (``docs/failure-modes.md``), so the engine's threads reach the pipeline only through :func:`weakly`
+(a dropped pipeline is collected, and its ``__del__`` closes it), :class:`PipelineIterator` keeps it alive
+as long as a loop needs it, and an ``atexit`` handler closes every pipeline still in :data:`RUNNING`.
 """
 
 from __future__ import annotations
@@ -55,11 +48,8 @@ def close_running() -> None:
 
 
 def weakly(method: Callable[..., T], dead: Callable[..., T]) -> Callable[..., T]:
-    """``method`` (a bound method) called through a weak reference to its object; ``dead`` once it is gone.
-
-    The engine's threads call back into the pipeline (to name samples in an error, to pace a steered
-    source): a strong reference there would keep a dropped pipeline alive as long as they run, for ever.
-    """
+    """``method`` (a bound method) called through a weak reference to its object; ``dead`` once it is gone
+    (a strong reference in the engine's threads would keep a dropped pipeline alive for ever)."""
     ref = weakref.WeakMethod(method)
 
     def call(*args: Any, **kwargs: Any) -> T:

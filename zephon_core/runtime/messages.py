@@ -1,20 +1,14 @@
-"""What travels between a pipeline's threads: one small frozen message per item.
+"""What travels between a pipeline's threads: one small frozen message per item, made by the feeder.
 
-The feeder creates messages and every stage forwards them, so their meaning is defined here once:
-
-* ``DATA`` carries a chunk (into fetch), :class:`~zephon_core.ops.contract.Records` (between stages)
-  or a tuple of :class:`~zephon_core.runtime.types.SampleBatch` (out of the terminal stage: the
-  microbatches cut from one message, in order);
-* ``FLUSH`` closes window ``window`` of ``lane``: every operator before ``batch`` emits what it holds
-  and starts the next window fresh;
-* ``LANE_END`` says the lane has no more data (its body, after the terminal stage, is the number of
-  records left over in a partial microbatch);
+* ``DATA`` carries a chunk (into fetch), :class:`~zephon_core.ops.contract.Records` (between stages) or
+  a tuple of :class:`~zephon_core.runtime.types.SampleBatch` (out of the terminal stage, in order);
+* ``FLUSH`` closes window ``window`` of ``lane``: every operator before ``batch`` emits what it holds and starts afresh;
+* ``LANE_END`` says the lane has no more data (after the terminal stage, its body: records left over);
 * ``STOP`` follows the last lane's end.
 
-Output made in response to a message inherits its window (counted from the lane's first chunk), so
-the terminal stage knows each record's window from the sentinels themselves, never from whether data
-happened to arrive. It also inherits ``seq``, the number of the lane's feeder message it descends
-from, which only steers *when* the feeder feeds a lane (:mod:`zephon_core.runtime.feeder`).
+Output made in response to a message inherits its window, so the terminal stage knows each record's
+window from the sentinels, never from whether data happened to arrive, and its ``seq`` (the lane's
+feeder message it descends from), which only steers *when* the feeder feeds a lane.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Live metrics of a running pipeline: cheap counters per stage, snapshots, and windowed rates.
 
-Every stage keeps cumulative counters (records and bytes in and out, tasks, time its workers were
-busy, time its accumulator waited for input or was blocked on output); they cost a few additions per
-message and per task, so they are always on. Rates and fractions over a window are the difference
-between two snapshots: a reader keeps its own earlier one (the reporter, the tuner, ``zephon
-profile``), or :func:`window_over` picks one from a ring the pipeline's readers share. Worker time
-is measured where the worker runs (:class:`TimedWorker`), so it is right on every runner.
-
-``ZEPHON_METRICS=off`` in the environment (read once, at import) turns per-task timing off, only to
-measure what it costs (``benchmarks/bench_kernel.py --metrics-overhead``): busy fractions, latencies
-and traces then read zero and ``diagnose()`` cannot name a stage.
-"""
+Every stage keeps cumulative counters (:data:`COUNTERS`), a few additions per message and per task,
+so always on. A window's rates are the difference of two snapshots: a reader keeps its own earlier
+one (the reporter, the tuner, ``zephon profile``), or :func:`window_over` picks one from a shared
+ring. Worker time is measured where the worker runs (:class:`TimedWorker`), right on every runner.
+``ZEPHON_METRICS=off`` (read once, at import) turns per-task timing off, only to measure its cost
+(``benchmarks/bench_kernel.py --metrics-overhead``): busy fractions, latencies and traces read zero."""
 
 from __future__ import annotations
 
@@ -43,10 +38,8 @@ COUNTERS = tuple("records_in records_out tasks busy_s acc_busy_s wait_input_s wi
 
 @dataclass(frozen=True, slots=True)
 class Timed:
-    """A worker's result with when and where it ran (``time.time()`` seconds of the worker's host).
-
-    A dataclass, not a named tuple: Ray's serializer rebuilds named tuples without their fields.
-    """
+    """A worker's result with when and where it ran (``time.time()`` seconds of the worker's host); a
+    dataclass, not a named tuple: Ray's serializer rebuilds named tuples without their fields."""
 
     result: Any
     start: float
@@ -98,9 +91,7 @@ class StageMetrics:
     """Cumulative counters of one stage (see the module docstring)."""
 
     def __init__(self, name: str, runner: str, parallelism: int) -> None:
-        self.name = name
-        self.runner = runner
-        self.parallelism = parallelism
+        self.name, self.runner, self.parallelism = name, runner, parallelism
         self.records_in = self.records_out = self.tasks = 0  # the COUNTERS
         self.busy_s = self.acc_busy_s = self.wait_input_s = self.window_full_s = self.blocked_output_s = 0.0
         self.dropped: dict[int, int] = {}  # records its workers dropped, by dataset number
@@ -112,26 +103,16 @@ class StageMetrics:
         copy the deques (atomic under the GIL) and read plain numbers."""
         if not ENABLED:
             return
-        start, end = timed.start, timed.end
-        d = end - start if end > start else 0.0
+        d = max(0.0, timed.end - timed.start)
         self.tasks += 1
         self.busy_s += d
         self.latencies.append(d)
         if self.trace is not None:
-            self.trace.append((start, end, timed.worker))
+            self.trace.append((timed.start, timed.end, timed.worker))
 
     def counters(self) -> dict[str, float]:
         """The cumulative counters (:data:`COUNTERS`, for windowed differences)."""
-        return {
-            "records_in": self.records_in,
-            "records_out": self.records_out,
-            "tasks": self.tasks,
-            "busy_s": self.busy_s,
-            "acc_busy_s": self.acc_busy_s,
-            "wait_input_s": self.wait_input_s,
-            "window_full_s": self.window_full_s,
-            "blocked_output_s": self.blocked_output_s,
-        }
+        return {k: vars(self)[k] for k in COUNTERS}
 
     def percentiles(self) -> dict[str, float]:
         """Task durations (ms) of the most recent tasks at the 50th, 90th and 99th percentile."""
@@ -167,15 +148,12 @@ def windowed(now: dict[str, Any], then: dict[str, Any] | None) -> dict[str, Any]
         w |= {name: min(1.0, d[k] / dt) for name, k in _FRACTIONS}
         stages.append(w)
     c, oc = now["consumer"], (then["consumer"] if then else {"batches": 0, "wait_s": 0.0})
-    return {
-        "window_s": dt,
-        "stages": stages,
-        "consumer": {
-            "batches_per_s": (c["batches"] - oc["batches"]) / dt,
-            "wait": min(1.0, (c["wait_s"] - oc["wait_s"]) / dt),
-        },
-        "source": {"chunks_per_s": (now["source"]["chunks"] - (then["source"]["chunks"] if then else 0)) / dt},
+    consumer = {
+        "batches_per_s": (c["batches"] - oc["batches"]) / dt,
+        "wait": min(1.0, (c["wait_s"] - oc["wait_s"]) / dt),
     }
+    chunks_per_s = (now["source"]["chunks"] - (then["source"]["chunks"] if then else 0)) / dt
+    return {"window_s": dt, "stages": stages, "consumer": consumer, "source": {"chunks_per_s": chunks_per_s}}
 
 
 HISTORY_EVERY_S = 0.25
@@ -186,18 +164,10 @@ HISTORY_KEEP_S = 60.0
 
 
 def window_over(history: collections.deque[dict[str, Any]], snap: dict[str, Any], window_s: float) -> dict[str, Any]:
-    """Rates and fractions over at least the last ``window_s`` seconds before ``snap``, for any reader.
-
-    ``history`` is a ring of earlier cumulative snapshots that every reader of one pipeline shares
-    (``metrics()``, ``diagnose()``, a Prometheus scrape); the caller holds the lock guarding it. The
-    window starts at the newest kept snapshot at least ``window_s`` old, or at the pipeline's start.
-    So a read never shortens another's window: ``diagnose()`` right after ``metrics()`` sees the same
-    seconds, not the millisecond between the calls, in which the training loop never waited for data.
-    ``snap`` is kept if the newest kept one is at least :data:`HISTORY_EVERY_S` old.
-
-    Raises:
-        ConfigError: ``window_s`` is not a positive number of seconds.
-    """
+    """Rates and fractions over at least the last ``window_s`` seconds (positive, else a :class:`ConfigError`)
+    before ``snap``. ``history``: earlier snapshots all readers of one pipeline share (``metrics()``,
+    ``diagnose()``, a scrape; the caller holds its lock). The window starts at the newest kept one at
+    least ``window_s`` old, so no read shortens another's; ``snap`` is kept every :data:`HISTORY_EVERY_S`."""
     if isinstance(window_s, bool) or not isinstance(window_s, (int, float)) or not 0 < window_s < float("inf"):
         raise ConfigError(f"metrics: window_s must be a positive number of seconds, got {window_s!r}")
     now = snap["elapsed_s"]
@@ -214,10 +184,8 @@ def window_over(history: collections.deque[dict[str, Any]], snap: dict[str, Any]
 
 
 def chrome_trace(stages: list[StageMetrics]) -> dict[str, Any]:
-    """The recorded task spans of ``stages`` as a Chrome/Perfetto trace (``chrome://tracing``, ui.perfetto.dev).
-
-    One row per worker (process:thread), one complete event ("ph": "X") per task, named after its step.
-    """
+    """The recorded task spans of ``stages`` as a Chrome/Perfetto trace (``chrome://tracing``, ui.perfetto.dev):
+    one row per worker (process:thread), one complete event ("ph": "X") per task, named after its step."""
     events: list[dict[str, Any]] = []
     tids: dict[str, int] = {}
     for m in stages:

@@ -1,10 +1,7 @@
 """The multiplexer: hands the training loop one microbatch at a time, round-robin over the rank's lanes.
 
-It holds back lanes that are ahead and starts a round only when every lane of the round has a
-microbatch, so a rank yields whole rounds and every rank of a world stops at the same global step.
-It also remembers, per lane, how many microbatches were delivered and the resume point of the last
-one: that is what a checkpoint records.
-"""
+It starts a round only when every lane of it has a microbatch, so every rank of a world stops at the
+same global step; per lane, it keeps the count delivered and the last one's resume point (checkpoints)."""
 
 from __future__ import annotations
 
@@ -32,11 +29,8 @@ class Multiplexer:
         inbound: queue.Queue[Message],
         round_rows: int = 0,
     ) -> None:
-        self.lanes = lanes
-        self.round_rows = round_rows
+        self.lanes, self.round_rows, self.ctx, self.inbound = lanes, round_rows, ctx, inbound
         self.fresh = all(starts[lane].delivered == 0 and starts[lane].window == 0 for lane in lanes)
-        self.ctx = ctx
-        self.inbound = inbound
         self.ready: dict[int, collections.deque[SampleBatch]] = {lane: collections.deque() for lane in lanes}
         self.ended: set[int] = set()
         self.leftover: dict[int, int] = {}
@@ -45,8 +39,7 @@ class Multiplexer:
         self.pos = lanes.index(min(lanes, key=lambda lane: (self.delivered[lane], lane)))  # where a resumed round stood
         self.arrived = dict.fromkeys(lanes, -1)  # seq of the lane's last message to arrive here
         self.yielded = dict.fromkeys(lanes, 0)  # microbatches that arrived
-        self.finished = False
-        self.started = False
+        self.finished = self.started = False
         self.consumer = ConsumerMetrics()
 
     @property
@@ -63,9 +56,8 @@ class Multiplexer:
         return self.arrived[lane]
 
     def outlook(self, lane: int, in_flight: int, passed: int) -> float:
-        """Microbatches of ``lane`` expected here: those waiting, and those its ``in_flight`` feeder
-        messages should yield at the lane's rate so far (microbatches per message of the ``passed``
-        ones, those through the whole pipeline, see :mod:`~zephon_core.runtime.feeder`)."""
+        """Microbatches of ``lane`` expected here: those waiting, and what its ``in_flight`` feeder messages
+        should yield at its rate per message of the ``passed`` ones (see :mod:`~zephon_core.runtime.feeder`)."""
         rate = self.yielded[lane] / passed if passed > 0 else 0.0
         return len(self.ready[lane]) + in_flight * rate
 
@@ -118,7 +110,6 @@ class Multiplexer:
         if self.ctx.stop.is_set():
             raise ZephonError("the pipeline was closed; build a new Pipeline to iterate again")
         if self.pos == 0 or not self.started:
-            # A round starts only when every lane in it has a microbatch: ranks yield whole rounds.
             t0 = time.perf_counter()
             ok = all(self._available(lane) for lane in self.lanes[self.pos :])
             self.consumer.wait_s += time.perf_counter() - t0

@@ -1,14 +1,11 @@
 """Observers: what a pipeline attaches, through the ``zephon_register_observers`` hook, to watch its run.
 
-The kernel writes no observability data itself (the provenance manifest of ``options(manifest=PATH)``
-is zephon-observe's). This is the kernel's side of the hook: it finds an option's observer (or says
-which package to install), starts it, and hands it every delivered microbatch. An observer's code is
-imported only once its option is set.
-"""
+The kernel writes no observability data itself: it finds an option's observer (or says what to install),
+starts it and hands it every delivered microbatch; an observer's code is imported once its option is set."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from zephon_core.errors import ConfigError
@@ -25,11 +22,8 @@ GROUP_STEPS = 256
 
 
 def observer_for(option: str, plugins: ZephonPluginManager | None = None) -> Registration:
-    """The observer registered for ``option``, in ``plugins`` (default: the installed plugins).
-
-    Raises:
-        ConfigError: no installed package registers it (naming the package when it is first-party).
-    """
+    """The observer registered for ``option``, in ``plugins`` (default: the installed plugins); a
+    :class:`ConfigError` if no installed package registers it (naming the package if first-party)."""
     registry = (plugins if plugins is not None else default_plugin_manager()).registry
     if option in registry.names("observer"):
         return registry.get("observer", option)
@@ -39,10 +33,8 @@ def observer_for(option: str, plugins: ZephonPluginManager | None = None) -> Reg
 
 
 def check_observer(option: str, value: Any) -> None:
-    """Fail now, when ``options(<option>=value)`` is set, if no observer is installed or it rejects ``value``.
-
-    Looked up among the installed plugins (an ``Options`` has no plugin manager of its own); the
-    pipeline looks again in its own when it starts (:func:`start_observer`)."""
+    """Fail now, when ``options(<option>=value)`` is set, if no observer is installed or it rejects ``value``:
+    among the installed plugins (an ``Options`` has none of its own; the pipeline looks in its own too)."""
     check = observer_for(option).extra.get("check")
     if check is not None:
         load_object(check)(value)
@@ -52,17 +44,15 @@ def start_observer(
     plugins: ZephonPluginManager, option: str, value: Any, *, options: Any, source: WorkSource, lanes_per_rank: int
 ) -> Observer:
     """Start the observer of ``option`` for one run (``factory(value, options=, source=, lanes_per_rank=)``)."""
-    factory = observer_for(option, plugins).load()
-    observer: Observer = factory(value, options=options, source=source, lanes_per_rank=lanes_per_rank)
-    return observer
+    factory: Callable[..., Observer] = observer_for(option, plugins).load()
+    return factory(value, options=options, source=source, lanes_per_rank=lanes_per_rank)
 
 
 class RecordedIterator:
     """What iterating a pipeline with an observer returns: the engine's batches, each recorded first."""
 
     def __init__(self, batches: Iterator[SampleBatch], writer: Observer) -> None:
-        self._batches = batches
-        self.writer = writer
+        self._batches, self.writer = batches, writer
 
     def __iter__(self) -> RecordedIterator:
         return self

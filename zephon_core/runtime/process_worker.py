@@ -1,8 +1,5 @@
-"""The main loop of a processes-runner worker: load the function once, then answer tasks in order.
-
-A worker reports every failure as a message instead of dying, so the pool
-(:mod:`zephon_core.runtime.processes`) fails only the task that failed.
-"""
+"""The main loop of a processes-runner worker: load the function once, then answer tasks in order,
+reporting every failure as a message instead of dying (the pool then fails only the task that failed)."""
 
 from __future__ import annotations
 

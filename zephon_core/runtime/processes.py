@@ -1,15 +1,7 @@
-"""The processes runner: a pool of worker processes per operator.
-
-This module is the pool: its I/O thread, dispatch, failures and resizing (the fork server is in
-:mod:`~zephon_core.runtime.forkserver`, a worker's loop in :mod:`~zephon_core.runtime.process_worker`,
-the messages in :mod:`~zephon_core.runtime.shm`, the design in docs/performance.md). The I/O thread
-starts the workers, so building the pipeline does not wait for them: tasks queue until one is ready.
-
-A worker that dies (SIGKILL, segfault, out of memory) is noticed through its process sentinel or its
-socket, and the task it held fails with :class:`WorkerCrashedError` at once: the training loop sees an
-error, never a hang. One that dies holding no task is replaced with a warning, so the pool never
-silently runs narrower (at most :data:`MAX_REPLACEMENTS` times per worker: a crash loop fails).
-"""
+"""The processes runner: a pool of worker processes per operator, run by its own I/O thread (dispatch,
+failures, resizing). The fork server is in :mod:`~zephon_core.runtime.forkserver`, a worker's loop in
+:mod:`~zephon_core.runtime.process_worker`, the messages in :mod:`~zephon_core.runtime.shm`; the design
+is in docs/performance.md and what a dying worker does in docs/failure-modes.md."""
 
 from __future__ import annotations
 
@@ -45,7 +37,7 @@ MAX_REPLACEMENTS = 3
 class _ProcessExecutor:
     def __init__(self, fn: WorkerFn, parallelism: int, label: str) -> None:
         try:
-            fn_msg = encode(fn)
+            self._fn_msg = encode(fn)
         except Exception as exc:
             inner = getattr(fn, "__wrapped__", fn)  # the worker inside the metrics wrapper
             step = inner.unpicklable_step() if isinstance(inner, FusedWorker) else None  # a fused stage's steps
@@ -56,20 +48,18 @@ class _ProcessExecutor:
             ) from exc
         self._label = label
         self._n = parallelism
-        self._fn_msg = fn_msg
         modules = _modules_of(fn)
         self._ctx = _context(modules)
         forked = self._ctx.get_start_method() == "forkserver"
         self._args = (tuple(dict.fromkeys([*_PRELOAD, *modules])), dict(os.environ) if forked else None)
-        pairs = [socket.socketpair() for _ in range(parallelism)]
-        self._channels = [Channel(parent) for parent, _ in pairs]
-        self._procs: list[Any] = [None] * parallelism
+        self._channels: list[Channel] = []
+        self._procs: list[Any] = []
         self._lock = threading.Lock()
         self._pending: collections.deque[tuple[int, Any]] = collections.deque()
         self._futures: dict[int, Future[Any]] = {}
         self._ready: set[int] = set()
         self._was_ready: set[int] = set()  # workers that loaded their function at least once
-        self._busy: dict[int, collections.deque[int]] = {i: collections.deque() for i in range(parallelism)}
+        self._busy: dict[int, collections.deque[int]] = {}
         self._dead: set[int] = set()
         self._why: dict[int, str] = {}  # worker index -> why it could not start or load its function
         self._ids = itertools.count()
@@ -79,7 +69,7 @@ class _ProcessExecutor:
         self._target = parallelism  # workers wanted (``resize``); applied by the I/O thread
         self._retired: set[int] = set()  # slots given up by a shrink: their exit is not a crash
         self._reaped: set[int] = set()  # retired slots whose process has exited
-        children = [child for _, child in pairs]
+        children = [self._connect(i) for i in range(parallelism)]
         self._io = threading.Thread(target=self._run, args=(children,), name=f"zephon-{label}-io", daemon=True)
         self._io.start()
 
@@ -113,8 +103,7 @@ class _ProcessExecutor:
         return all(i in self._dead or i in self._retired for i in range(len(self._procs)))
 
     def _crash_error(self, idx: int | None) -> WorkerCrashedError:
-        if idx is None:
-            idx = min(self._dead, default=None)
+        idx = min(self._dead, default=None) if idx is None else idx
         proc = self._procs[idx] if idx is not None else None
         code = proc.exitcode if proc is not None else None
         why = self._why.get(idx, "") if idx is not None else ""
@@ -126,7 +115,7 @@ class _ProcessExecutor:
     # -- the I/O thread -------------------------------------------------------------------------
     def _run(self, children: list[socket.socket]) -> None:
         try:
-            self._start_workers(children)
+            self._start(list(range(self._n)), children)
         except BaseException as exc:  # e.g. no process can be created: every task fails, clearly
             for i in range(self._n):
                 self._why[i] = f"the pool could not start: {type(exc).__name__}: {exc}"
@@ -136,55 +125,50 @@ class _ProcessExecutor:
                 self._on_death(i)
         self._loop()
 
-    def _start_workers(self, children: list[socket.socket]) -> None:
-        """Start every worker, then send each the function (its data copied once for all of them)."""
+    def _connect(self, i: int) -> socket.socket:
+        """Give slot ``i`` (a new one, or a dead worker's) a new connection; returns the worker's end."""
+        parent, child = socket.socketpair()
+        with self._lock:
+            if i < len(self._procs):
+                self._channels[i].close()
+                self._channels[i] = Channel(parent)
+            else:
+                self._channels.append(Channel(parent))
+                self._procs.append(None)
+                self._busy[i] = collections.deque()
+        return child
+
+    def _start(self, slots: list[int], children: list[socket.socket]) -> None:
+        """Start a worker in each slot on its end of the connection, then send each the function (its
+        data copied once for all of them). The ends are closed here, so that a death reads as end-of-file."""
         try:
-            for i, child in enumerate(children):
+            for i, child in zip(slots, children):
                 if self._closed:
                     return
-                self._spawn(i, child)
+                name = f"zephon-{self._label}-{i}"
+                proc = self._ctx.Process(target=_worker_main, args=(child, *self._args), daemon=True, name=name)
+                proc.start()
+                with self._lock:
+                    self._procs[i] = proc
             message = Broadcast(self._fn_msg)
             try:
-                for ch in self._channels[: self._n]:
+                for i in slots:
                     with contextlib.suppress(OSError):  # died already: its sentinel tells
-                        ch.send_broadcast(message)
+                        self._channels[i].send_broadcast(message)
             finally:
                 message.close()
         finally:
             for child in children:
                 child.close()
 
-    def _spawn(self, i: int, child: socket.socket) -> None:
-        """Start the worker of slot ``i`` on ``child`` (the caller then closes its copy, so that the
-        worker's death reads as end-of-file)."""
-        name = f"zephon-{self._label}-{i}"
-        proc = self._ctx.Process(target=_worker_main, args=(child, *self._args), daemon=True, name=name)
-        proc.start()
-        with self._lock:
-            self._procs[i] = proc
-
-    def _launch(self, i: int, child: socket.socket) -> None:
-        """Start a worker in slot ``i`` on its new socket and send it the function."""
-        try:
-            self._spawn(i, child)
-            message = Broadcast(self._fn_msg)
-            try:
-                self._channels[i].send_broadcast(message)
-            finally:
-                message.close()
-        finally:
-            child.close()
-
     def _replace(self, i: int, code: int | None) -> bool:
         """Start a new worker in slot ``i`` (its predecessor died holding no task); False if it cannot."""
         if self._closed or self._replaced >= MAX_REPLACEMENTS * self._n:
             return False
         old = self._procs[i]
-        parent, child = socket.socketpair()
-        self._channels[i].close()
-        self._channels[i] = Channel(parent)
+        child = self._connect(i)
         try:
-            self._launch(i, child)
+            self._start([i], [child])
         except Exception:
             return False
         if old.exitcode is not None:
@@ -197,8 +181,7 @@ class _ProcessExecutor:
         return True
 
     def _slots(self) -> list[int]:
-        """Slots that count toward the target: all but retired ones (a crashed slot is not a shrink:
-        it fails the tasks it held, or is replaced when idle)."""
+        """Slots that count toward the target: all but retired ones (a crashed one is not a shrink)."""
         return [i for i in range(len(self._procs)) if i not in self._retired]
 
     def _apply_resize(self) -> None:
@@ -206,13 +189,9 @@ class _ProcessExecutor:
         slots = self._slots()
         for _ in range(self._target - len(slots)):
             i = len(self._procs)
-            parent, child = socket.socketpair()
-            with self._lock:
-                self._channels.append(Channel(parent))
-                self._procs.append(None)
-                self._busy[i] = collections.deque()
+            child = self._connect(i)
             try:
-                self._launch(i, child)
+                self._start([i], [child])
             except Exception as exc:
                 self._why[i] = f"it could not be added: {type(exc).__name__}: {exc}"
                 with self._lock:
@@ -231,8 +210,7 @@ class _ProcessExecutor:
                     self._channels[i].send(None)
 
     def _dispatch(self) -> None:
-        """Send pending tasks: first to idle workers, then one more to each busy worker, queued in its
-        socket so it starts the next task the moment it sends a result (no idle round trip)."""
+        """Send pending tasks: first to idle workers, then one more to each busy one, queued in its socket."""
         while True:
             with self._lock:
                 if not self._pending:
@@ -291,12 +269,7 @@ class _ProcessExecutor:
             self._on_death(i)
             return False
         except Exception as exc:  # a result that cannot be unpickled here: fail the task it answers
-            with self._lock:
-                tid = self._busy[i].popleft() if self._busy[i] else None
-                fut = self._futures.pop(tid) if tid is not None else None
-            if fut is not None:
-                fut.set_exception(exc)
-            return True
+            tid, ok, value = (self._busy[i][0] if self._busy[i] else None), False, exc
         if tid == _READY:
             if ok:
                 with self._lock:
@@ -314,7 +287,7 @@ class _ProcessExecutor:
             if ok:
                 fut.set_result(value)
             else:
-                fut.set_exception(RemoteError(*value))
+                fut.set_exception(RemoteError(*value) if isinstance(value, tuple) else value)
         return True
 
     def _drain(self, i: int) -> None:
@@ -376,7 +349,6 @@ class _ProcessExecutor:
         deadline = time.monotonic() + 2.0
         for p in procs:
             p.join(max(0.0, deadline - time.monotonic()))
-        for p in procs:
             if p.is_alive():  # hung in a user function: it will not read the stop message
                 p.kill()
         for p in procs:

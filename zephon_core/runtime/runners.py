@@ -1,11 +1,8 @@
 """Runners: where an operator's worker function executes.
 
-A runner only executes; it never orders. Each stage keeps its futures in submission order and
-releases results from the head, so a runner may finish tasks in any order without changing output.
-That is why switching runners is a pure performance choice.
-
-Beyond :class:`Runner` and :class:`Executor`, optional capabilities are small protocols the kernel
-checks with ``isinstance``: :class:`CrossesProcesses`, :class:`Resizable` and :class:`ReportsMetrics`.
+A runner only executes; it never orders (each stage releases results in submission order), so it may
+finish tasks in any order and switching runners is a pure performance choice. Optional capabilities
+are protocols checked with ``isinstance``: :class:`CrossesProcesses`, :class:`Resizable`, :class:`ReportsMetrics`.
 """
 
 from __future__ import annotations
@@ -41,12 +38,8 @@ class Runner(Protocol):
 
 @runtime_checkable
 class Resizable(Protocol):
-    """An executor capability: its pool can change size while it runs.
-
-    With ``options(autotune=True)`` the autotuner grows the pool of the stage that limits throughput
-    and shrinks idle ones, within the CPU budget; without it a pool keeps the parallelism it started
-    with. Resizing must never change any output (stages reorder results anyway).
-    """
+    """An executor capability: its pool can change size while it runs (``options(autotune=True)`` grows
+    the stage that limits throughput and shrinks idle ones, within the CPU budget); no output may change."""
 
     def resize(self, parallelism: int) -> None:
         """Run ``parallelism`` workers from now on (a shrinking pool may finish current tasks first)."""
@@ -54,12 +47,9 @@ class Resizable(Protocol):
 
 @runtime_checkable
 class ReportsMetrics(Protocol):
-    """An executor capability: it reports its pool's own figures.
-
-    ``Pipeline.metrics()`` shows what :meth:`metrics` returns under the stage's ``"executor"`` key
-    (e.g. the Ray runner's live actors, retries and replacements). It is called from whichever thread
-    reads the metrics, so it must be quick and thread-safe.
-    """
+    """An executor capability: it reports its pool's own figures, under the stage's ``"executor"`` key of
+    ``Pipeline.metrics()`` (e.g. the Ray runner's live actors and retries); called from whichever thread
+    reads the metrics, so it must be quick and thread-safe."""
 
     def metrics(self) -> dict[str, Any]:
         """A JSON-compatible snapshot of the pool (cumulative counters and current sizes)."""
@@ -71,9 +61,8 @@ class CrossesProcesses(Protocol):
 
     There every stage boundary copies the records to another process and back, so the pipeline fuses
     a run of stateless steps into one task (:mod:`zephon_core.runtime.fusion`; it and its result must
-    pickle), the default collation stays on threads in the training process
-    (:meth:`~zephon_core.runtime.batch.BatchSpec.default_runner`), and ``diagnose()`` does not suggest
-    the processes runner for a busy step. A runner that does not declare it is taken to run in-process.
+    pickle), keeps the default collation on threads (:meth:`~zephon_core.runtime.batch.BatchSpec.default_runner`)
+    and ``diagnose()`` suggests no processes runner. A runner that does not declare it runs in-process.
     """
 
     @property
@@ -88,9 +77,7 @@ def crosses_processes(runner: object) -> bool:
 
 def runner_crosses_processes(name: str, plugins: ZephonPluginManager | None = None) -> bool:
     """Whether the runner registered as ``name`` in ``plugins`` (default: the default plugin manager)
-    crosses processes. It is made as the pipeline would (a runner starts nothing until ``start``); one
-    that cannot be made is taken not to cross here: the pipeline reports it when it starts the stage.
-    """
+    crosses processes; one that cannot be made is taken not to (the pipeline reports it at start)."""
     from zephon_core.plugins import default_plugin_manager
 
     pm = plugins if plugins is not None else default_plugin_manager()
@@ -131,23 +118,17 @@ class InlineRunner:
 
 
 class _ThreadExecutor:
-    """A pool of daemon threads.
-
-    Not :class:`concurrent.futures.ThreadPoolExecutor`: its threads are joined at interpreter exit,
-    so one hung task (a user function that never returns) would keep the process alive after
-    Ctrl-C. Daemon threads let ``close()`` abandon a hung task and the process exit.
-    """
+    """A pool of daemon threads, so ``close()`` can abandon a hung task and the process still exit
+    (:class:`concurrent.futures.ThreadPoolExecutor` joins its threads at interpreter exit)."""
 
     def __init__(self, fn: WorkerFn, parallelism: int, label: str) -> None:
-        self._fn = fn
-        self._label = label
+        self._fn, self._label = fn, label
         self._tasks: queue.SimpleQueue[tuple[Future[Any], Any] | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self.resize(parallelism)
 
     def resize(self, parallelism: int) -> None:
-        """Run ``parallelism`` workers from now on (the autotuner's knob; never changes any output);
-        surplus workers stop after their current task."""
+        """Run ``parallelism`` workers from now on; surplus workers stop after their current task."""
         while len(self._threads) < parallelism:
             t = threading.Thread(target=self._serve, name=f"zephon-{self._label}-{len(self._threads)}", daemon=True)
             self._threads.append(t)

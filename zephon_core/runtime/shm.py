@@ -1,13 +1,7 @@
-"""Messages between the processes runner and its workers: pickle-5 frames on a Unix socket, with the
-large buffers of a message coalesced into one shared-memory segment (the design and its measurements
-are in docs/performance.md, "How a message travels").
-
-From :data:`SEGMENT_THRESHOLD` on, a message's out-of-band buffers are copied once into a segment and
-its frame carries their offsets; the receiver unpickles numpy views of the segment that share one
-*lease*, an array whose finalizer marks the segment free in a control page both sides map. The sender
-then reuses it: it keeps a ring of segments per connection, since faulting in fresh pages costs more
-than the copy. Segments are made in :mod:`~zephon_core.runtime.shm_segments`, messages pickled in
-:mod:`~zephon_core.runtime.shm_encoding`.
+"""Messages between the processes runner and its workers: pickle-5 frames on a Unix socket, the large
+buffers of a message coalesced into one shared-memory segment from a ring per connection, leased to
+the receiver's views (the design: docs/performance.md, "How a message travels"). Segments are made in
+:mod:`~zephon_core.runtime.shm_segments`, messages pickled in :mod:`~zephon_core.runtime.shm_encoding`.
 """
 
 from __future__ import annotations
@@ -35,8 +29,7 @@ MAX_SLOTS = 16
 """Reusable segments per direction of one worker connection (each holds one message at a time)."""
 
 RING_BYTES = 256 << 20
-"""Memory a ring may keep faulted in per direction of one worker connection; past it, messages get
-one-off segments (freed with their last view), so a few huge messages do not pin 16 times their size."""
+"""Memory a ring may keep faulted in per direction of one worker connection; past it, one-off segments."""
 
 _HAVE_SENDMSG = hasattr(socket.socket, "sendmsg")
 
@@ -82,8 +75,7 @@ def _fill(target: np.ndarray, enc: Encoded, placed: _Placed) -> None:
     for src, off, n in zip(enc.sources, placed.offsets, enc.sizes):
         copy_into(target[off : off + n], src)
     if placed.pickle_off >= 0:
-        stream = np.frombuffer(enc.stream, np.uint8)
-        target[placed.pickle_off : placed.pickle_off + stream.size] = stream
+        target[placed.pickle_off : placed.pickle_off + len(enc.stream)] = np.frombuffer(enc.stream, np.uint8)
 
 
 def _segment_frame(enc: Encoded, placed: _Placed, flags: int, slot: int, size: int) -> list[Any]:
@@ -94,9 +86,8 @@ def _segment_frame(enc: Encoded, placed: _Placed, flags: int, slot: int, size: i
 
 
 class Broadcast:
-    """One message for several receivers, its buffers copied once into one segment that each
-    receiver maps copy-on-write. Used for the worker function, which may hold data (an in-memory
-    reader): every worker of a pool gets it for the price of one copy."""
+    """One message for several receivers (the worker function, which may hold data), its buffers copied
+    once into one segment that each receiver maps copy-on-write."""
 
     def __init__(self, enc: Encoded) -> None:
         self.encoded, self.fd, self.placed = enc, -1, _Placed([], -1, 0)
@@ -108,7 +99,7 @@ class Broadcast:
                 return
             self.fd, self.placed = fd, placed
             try:
-                _fill(np.asarray(shm_segments.map_fd(fd, placed.used)), enc, placed)
+                _fill(np.asarray(shm_segments.Mapping(fd, placed.used)), enc, placed)
             except BaseException:
                 self.close()
                 raise
@@ -127,12 +118,11 @@ class Channel:
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        # sender side: the ring of segments this end writes, and the control page whose byte per
-        # slot says "leased" (1, set here on send) or "free" (0, set by the receiver's lease finalizer)
+        # sending: the ring this end writes, and the control page whose byte per slot says leased (1,
+        # set on send) or free (0, set by the receiver's lease finalizer); receiving: the peer's, mapped
         self._slots: list[shm_segments.Slot] = []
         self._ctl: np.ndarray | None = None
         self._ctl_fd = -1
-        # receiver side: the peer's ring as mapped here, and the peer's control page
         self._maps: dict[int, shm_segments.Mapping] = {}
         self._peer_ctl: np.ndarray | None = None
         self._segments_ok = True  # False once making a segment failed: this end then sends inline
@@ -147,9 +137,8 @@ class Channel:
 
     def send_encoded(self, enc: Encoded, *, max_frame: int | None = None) -> None:
         """Send a message encoded beforehand; with ``max_frame``, raise :class:`FrameTooLarge` (having
-        written nothing) rather than write a longer frame: one queued behind a task the peer still runs
-        must fit the socket's buffer, or the write would block while the peer may be blocked writing to us.
-        """
+        written nothing) rather than write a longer frame (a frame queued behind a running task must fit
+        the socket's buffer, or the write would block while the peer may be blocked writing to us)."""
         if max_frame is not None and self.frame_bytes(enc) > max_frame:
             raise FrameTooLarge(self.frame_bytes(enc))
         if enc.large and self._segments_ok:
@@ -179,9 +168,8 @@ class Channel:
         for src, off, n in zip(enc.sources, offsets, enc.sizes):
             if off > pos:
                 parts.append(bytes(off - pos))
-            parts.append(
-                np.ascontiguousarray(src).reshape(-1).view(np.uint8) if isinstance(src, np.ndarray) else src.raw()
-            )
+            raw = np.ascontiguousarray(src).reshape(-1).view(np.uint8) if isinstance(src, np.ndarray) else src.raw()
+            parts.append(raw)
             pos = off + n
         header = _HEADER.pack(_KIND_INLINE, 0, 0, len(enc.sizes), len(enc.stream), end, 0, -1)
         self._write([header, *parts], [])
@@ -209,10 +197,9 @@ class Channel:
                 os.close(fd)
 
     def _acquire(self, used: int) -> tuple[int, np.ndarray, int, list[int], int]:
-        """A segment for a message of ``used`` bytes: a free slot of the ring (added or regrown when
-        needed), else a one-off segment. Returns the slot, a uint8 view of the segment, the size the
-        peer maps, the descriptors to send with the frame and the frame's flags. Raises OSError
-        (having taken nothing) when no segment can be made."""
+        """A segment for ``used`` bytes: a free slot of the ring (added or regrown), else a one-off one.
+        Returns the slot, a uint8 view of it, the size the peer maps, the descriptors to send and the
+        frame's flags; raises OSError (having taken nothing) when no segment can be made."""
         if self._ctl is None:  # its descriptor is sent with the first frame that uses the ring
             self._ctl_fd, self._ctl = shm_segments.new_segment(shm_segments.PAGE)
         ctl = self._ctl
@@ -243,7 +230,8 @@ class Channel:
         slot = slots[i]
         if slot.fd >= 0:
             flags |= _FLAG_SEG_FD
-            fds.append(slot.take_fd())
+            fds.append(slot.fd)
+            slot.fd = -1
         slot.touched = max(slot.touched, used)
         ctl[i] = 1
         return i, slot.array, slot.capacity, fds, flags
@@ -268,13 +256,12 @@ class Channel:
     # -- receiving ------------------------------------------------------------------------------
     def recv(self) -> Any:
         """The next message. Raises EOFError when the peer has closed the connection (or died)."""
-        head, fds = self._recv_head()
+        fds: list[int] = []
         try:
+            head = self._recv_head(fds)
             kind, flags, slot, nbufs, plen, blen, size, pickle_off = _HEADER.unpack(head)
-            body = bytearray(blen)
-            if blen:
-                self._recv_exact(memoryview(body))
-            whole = memoryview(body)
+            whole = memoryview(bytearray(blen))
+            self._recv_exact(whole)
             table = whole[: 16 * nbufs].cast("Q")
             spans = [(table[2 * k], table[2 * k] + table[2 * k + 1]) for k in range(nbufs)]
             table.release()
@@ -296,9 +283,9 @@ class Channel:
         that keep it alive, and when it is collected a ring slot is handed back to the sender."""
         it = iter(fds)
         if flags & _FLAG_CTL_FD:
-            self._peer_ctl = np.asarray(shm_segments.map_fd(next(it), shm_segments.PAGE))
+            self._peer_ctl = np.asarray(shm_segments.Mapping(next(it), shm_segments.PAGE))
         if flags & _FLAG_SEG_FD:
-            mapping = shm_segments.map_fd(next(it), size, private=bool(flags & _FLAG_PRIVATE))
+            mapping = shm_segments.Mapping(next(it), size, private=bool(flags & _FLAG_PRIVATE))
             if slot != _ONE_OFF:
                 self._maps[slot] = mapping
         elif slot in self._maps:
@@ -313,40 +300,33 @@ class Channel:
             weakref.finalize(lease, shm_segments.free_slot, ctl, slot, os.getpid()).atexit = False
         return lease
 
-    def _recv_head(self) -> tuple[bytes, list[int]]:
-        if not _HAVE_SENDMSG:
-            head = bytearray(_HEADER.size)
-            self._recv_exact(memoryview(head), first=True)
-            return bytes(head), []
-        anc_size = socket.CMSG_SPACE(4 * 2) if shm_segments.SEGMENTS_AVAILABLE else 0
-        data, anc, msg_flags, _ = self.sock.recvmsg(_HEADER.size, anc_size, getattr(socket, "MSG_CMSG_CLOEXEC", 0))
-        fds: list[int] = []
-        for level, kind, cdata in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:  # whole 4-byte descriptors
-                fds.extend(array.array("i", cdata[: len(cdata) - len(cdata) % 4]))
-        try:
-            if msg_flags & getattr(socket, "MSG_CTRUNC", 0):
+    def _recv_head(self, fds: list[int]) -> bytes:
+        """The next frame's header; the descriptors that came with it are appended to ``fds``."""
+        if _HAVE_SENDMSG:
+            anc_size = socket.CMSG_SPACE(4 * 2) if shm_segments.SEGMENTS_AVAILABLE else 0
+            data, anc, flags, _ = self.sock.recvmsg(_HEADER.size, anc_size, getattr(socket, "MSG_CMSG_CLOEXEC", 0))
+            for level, kind, cdata in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:  # whole 4-byte descriptors
+                    fds.extend(array.array("i", cdata[: len(cdata) - len(cdata) % 4]))
+            if flags & getattr(socket, "MSG_CTRUNC", 0):
                 raise OSError("protocol error: descriptors truncated")
-            if not data:
-                raise EOFError("the peer closed the connection")
-            if len(data) < _HEADER.size:
-                rest = bytearray(_HEADER.size - len(data))
-                self._recv_exact(memoryview(rest))
-                data += bytes(rest)
-        except BaseException:
-            for fd in fds:
-                os.close(fd)
-            raise
-        return data, fds
+        else:
+            data = self.sock.recv(_HEADER.size)
+        if not data:
+            raise EOFError("the peer closed the connection")
+        if len(data) < _HEADER.size:
+            rest = bytearray(_HEADER.size - len(data))
+            self._recv_exact(memoryview(rest))
+            data += bytes(rest)
+        return data
 
-    def _recv_exact(self, view: memoryview, first: bool = False) -> None:
+    def _recv_exact(self, view: memoryview) -> None:
         flags = getattr(socket, "MSG_WAITALL", 0)
         while view.nbytes:
             n = self.sock.recv_into(view, view.nbytes, flags)
             if n == 0:
-                raise EOFError("the peer closed the connection" + ("" if first else " mid-message"))
+                raise EOFError("the peer closed the connection mid-message")
             view = view[n:]
-            first = False
 
     # -- closing --------------------------------------------------------------------------------
     def close(self) -> None:

@@ -1,9 +1,5 @@
-"""Encoding the processes runner's messages: pickle protocol 5 with every large buffer out of band.
-
-:func:`encode` pickles a message and collects (without copying) its arrays' buffers, so the channel
-(:mod:`zephon_core.runtime.shm`) can copy each one once, straight into a shared segment or the socket,
-and the receiver can unpickle numpy views of them without another copy.
-"""
+"""Encoding the processes runner's messages: pickle protocol 5 with every large buffer out of band,
+collected without a copy, so that the channel (:mod:`zephon_core.runtime.shm`) copies each one once."""
 
 from __future__ import annotations
 
@@ -39,12 +35,9 @@ def _rebuild_array(
 
 
 def _reduce_array(strided: dict[int, np.ndarray], keep: list[pickle.PickleBuffer], arr: np.ndarray) -> Any:
-    """Reduce an array to its buffer, out of band; numpy's own reduction for object arrays.
-
-    Unlike numpy's, this sends a non-contiguous array (``img[:, ::-1]``, which numpy pickles in band)
-    out of band too, as a placeholder buffer: the sender copies it straight into the segment, with no
-    intermediate contiguous copy. It is also leaner per array, which counts with hundreds per message.
-    """
+    """Reduce an array to its buffer, out of band (numpy's own reduction for object arrays). Unlike numpy's,
+    this sends a non-contiguous array (``img[:, ::-1]``) out of band too, as a placeholder the sender copies
+    straight into the segment, and it is leaner per array, which counts with hundreds per message."""
     dtype = arr.dtype
     if dtype.hasobject:
         return arr.__reduce_ex__(5)

@@ -1,8 +1,6 @@
-"""Shared-memory segments for the processes runner's messages: anonymous ``memfd`` files, mapped.
-
-A ``memfd`` has no name in ``/dev/shm`` and nothing on disk, and is mapped through ctypes so that its
-descriptor can be closed right after mapping: nothing is left behind when a process is killed. How a
-sender's ring of :class:`Slot` segments is used, and the frames that name them, is in :mod:`zephon_core.runtime.shm`.
+"""Shared-memory segments for the processes runner's messages: anonymous ``memfd`` files, mapped with
+``mmap(2)`` so that no descriptor stays open (why: docs/performance.md, "Nothing can leak"). The ring
+of :class:`Slot` segments a sender keeps is used in :mod:`zephon_core.runtime.shm`.
 """
 
 from __future__ import annotations
@@ -65,24 +63,17 @@ def new_segment(size: int) -> tuple[int, np.ndarray]:
     """A new segment, mapped: its descriptor (the caller sends or closes it) and a uint8 array over it."""
     fd = new_memfd(size)
     try:
-        return fd, np.asarray(map_fd(fd, size))
+        return fd, np.asarray(Mapping(fd, size))
     except BaseException:
         os.close(fd)
         raise
 
 
 def free_slot(ctl: np.ndarray, slot: int, pid: int) -> None:
-    """Lease finalizer: the receiver no longer uses the segment in ``slot``; the sender may reuse it.
-
-    Only in the process that received it: a child forked later inherits the lease as a copy, and
-    that copy going away must not free the slot under the parent."""
+    """Lease finalizer: the sender may reuse the segment in ``slot``. Only in the process that received
+    it: a child forked later inherits the lease as a copy, whose end must not free the slot under the parent."""
     if os.getpid() == pid:
         ctl[slot] = 0
-
-
-def map_fd(fd: int, size: int, private: bool = False) -> Mapping:
-    """Map a received or new segment; the caller closes ``fd`` right after."""
-    return Mapping(fd, size, private)
 
 
 class Slot:
@@ -94,10 +85,6 @@ class Slot:
         self.capacity = capacity
         self.touched = 0  # bytes written at least once: the pages this slot holds in memory
         self.fd, self.array = new_segment(capacity)  # fd kept until the slot's first frame carries it to the peer
-
-    def take_fd(self) -> int:
-        fd, self.fd = self.fd, -1
-        return fd
 
     def release(self) -> None:
         if self.fd >= 0:

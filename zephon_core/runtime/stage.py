@@ -1,13 +1,10 @@
 """A stage runs one step of the pipeline: a serial accumulator thread, a pool of workers, a reorder buffer.
 
-The accumulator thread takes messages from the inbound queue in order, feeds data to the lane's
-accumulator and submits the resulting work to the executor. Futures go into a bounded FIFO (the
-reorder window); the emitter thread pops the FIFO's head, waits for *that* future and forwards its
-result. Results therefore leave in submission order whatever order workers finish in, and at most
-``window`` entries are in flight, so a slow consumer back-pressures the stage instead of growing
-memory. Workers never block on a queue, so the window cannot deadlock against the reorder.
-Operators and the fetch stage run here as described by a :class:`StageSpec`; the batch stage
-subclasses :class:`Stage` (:mod:`zephon_core.runtime.batch`).
+The accumulator thread feeds each message to its lane's accumulator and submits the resulting work;
+the futures go into a bounded FIFO (the reorder window), whose head the emitter thread waits for and
+forwards. Results therefore leave in submission order whatever order workers finish in, and a slow
+consumer back-pressures the stage instead of growing memory. Workers never block on a queue, so the
+window cannot deadlock against the reorder.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from zephon_core.errors import OperatorError, OperatorTimeoutError, ZephonError
 from zephon_core.hashing import mix64
@@ -29,6 +26,8 @@ from zephon_core.runtime.messages import Kind, Message
 from zephon_core.runtime.metrics import StageMetrics, Timed
 from zephon_core.runtime.runners import Executor
 from zephon_core.work.ids import dataset_of
+
+T = TypeVar("T")
 
 
 class StageAccumulator(Protocol):
@@ -52,29 +51,21 @@ class StageSpec(Protocol):
 
 @runtime_checkable
 class Materializes(Protocol):
-    """A stage-spec capability: it turns its workers' results into records itself.
-
-    The stage calls :meth:`materialize` with each worker result instead of the fanout-driven
-    :func:`materialize` (a fused stage rebuilds its steps' tombstones in step order); a ``TypeError``
-    from it is reported as a malformed worker result.
-    """
+    """A stage-spec capability: it turns its workers' results into records itself, instead of the
+    fanout-driven :func:`materialize` (a fused stage rebuilds its steps' tombstones in step order); a
+    ``TypeError`` from it is reported as a malformed worker result."""
 
     def materialize(self, result: Any, work: Work) -> Records | None:
         """The records (or None: nothing to forward) of one worker result for ``work``."""
-        ...
 
 
 @runtime_checkable
 class NamesSteps(Protocol):
-    """A stage-spec capability: the stage runs several steps and can name the one that failed.
-
-    A worker failure marked with a step number (:func:`~zephon_core.ops.contract.fused_step_of`) is
-    reported under :meth:`step_name`'s answer, "fused into" the stage, not under the stage's name.
-    """
+    """A stage-spec capability: the stage runs several steps, and a failure marked with a step number
+    (:func:`~zephon_core.ops.contract.fused_step_of`) is reported under :meth:`step_name`, "fused into" it."""
 
     def step_name(self, step: int | None) -> str | None:
         """The name of step number ``step``, or None when there is no such step."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,28 +90,23 @@ class Stage:
         ctx: Context,
         window: int,
         *,
-        new_accumulator: Callable[[int], StageAccumulator],
+        new_accumulator: Callable[[int], StageAccumulator] | None = None,
         describe_samples: Callable[[list[Lineage]], str],
         runner: str = "",
         timeout_s: float | None = None,
         parallelism: int = 1,
     ) -> None:
-        self.spec = spec
-        self.name = spec.name
-        self.runner = runner
+        self.spec, self.name, self.runner, self.timeout_s = spec, spec.name, runner, timeout_s
         self.metrics = StageMetrics(spec.name, runner, parallelism)
-        self.timeout_s = timeout_s
         self._busy: tuple[float, int, list[Lineage], int] | None = None
-        self.executor = executor
-        self.inbound = inbound
-        self.outbound = outbound
-        self.ctx = ctx
+        self.executor, self.inbound, self.outbound, self.ctx = executor, inbound, outbound, ctx
         self.pending: queue.Queue[Pending] = queue.Queue(maxsize=max(1, window))
-        self.new_accumulator = new_accumulator
+        self.new_accumulator = new_accumulator or spec.new_accumulator
         self.describe_samples = describe_samples
         self.accs: dict[int, StageAccumulator] = {}
         # Asked once: a runtime-checkable Protocol's isinstance costs tens of microseconds, per task.
-        self._materialize = spec.materialize if isinstance(spec, Materializes) else None
+        by_fanout = functools.partial(materialize, spec.traits.fanout)
+        self._materialize = spec.materialize if isinstance(spec, Materializes) else by_fanout
         self.threads = [
             threading.Thread(target=self._guard, args=(self._accumulate,), name=f"zephon-{self.name}-acc", daemon=True),
             threading.Thread(target=self._guard, args=(self._emit,), name=f"zephon-{self.name}-emit", daemon=True),
@@ -141,10 +127,8 @@ class Stage:
     def _error(
         self, what: str, lane: int, lineage: list[Lineage], exc: BaseException, work: Work | None = None
     ) -> OperatorError:
-        """The error naming the stage (or fused step), the lane and the samples ``lineage`` of a failure.
-
-        ``work`` is the failed work item, if any (the batch stage narrows the samples to its microbatch).
-        """
+        """The error naming the stage (or fused step), the lane and the samples ``lineage`` of a failure
+        (``work``, the failed work item if any, lets the batch stage narrow them to one microbatch)."""
         index = failed_slot(exc)
         if index is not None and 0 <= index < len(lineage):
             lineage = [lineage[index]]  # the worker said which item failed
@@ -162,7 +146,6 @@ class Stage:
         err.__cause__ = exc
         return err
 
-    # -- accumulator side ------------------------------------------------------------------
     def _accumulate(self) -> None:
         m = self.metrics
         while True:
@@ -180,29 +163,27 @@ class Stage:
                 self.ctx.put(self.pending, Pending(msg))
                 return
 
-    def _on_data(self, msg: Message) -> None:
+    def _timed(self, what: str, msg: Message, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, an accumulator call for ``msg``, timed; a failure is reported as ``what``."""
         t0 = time.perf_counter()
         try:
-            acc = self.accs.get(msg.lane)
-            if acc is None:
-                acc = self.accs[msg.lane] = self.new_accumulator(msg.lane)
-            emitted = acc.push(msg.body)
-            self.metrics.acc_busy_s += time.perf_counter() - t0
+            out = fn(*args)
         except Exception as exc:
             lin = msg.body.lineage if isinstance(msg.body, Records) else []  # a chunk (fetch) has no lineage yet
-            raise self._error("accumulator", msg.lane, lin, exc) from exc
-        self._submit(msg, emitted)
+            raise self._error(what, msg.lane, lin, exc) from exc
+        self.metrics.acc_busy_s += time.perf_counter() - t0
+        return out
+
+    def _on_data(self, msg: Message) -> None:
+        acc = self.accs.get(msg.lane)
+        if acc is None:
+            acc = self.accs[msg.lane] = self._timed("accumulator", msg, self.new_accumulator, msg.lane)
+        self._submit(msg, self._timed("accumulator", msg, acc.push, msg.body))
 
     def _on_flush(self, msg: Message) -> None:
         acc = self.accs.get(msg.lane)
         if acc is not None:
-            t0 = time.perf_counter()
-            try:
-                emitted = acc.flush()
-            except Exception as exc:
-                raise self._error("flush", msg.lane, [], exc) from exc
-            self.metrics.acc_busy_s += time.perf_counter() - t0
-            self._submit(msg, emitted)
+            self._submit(msg, self._timed("flush", msg, acc.flush))
             if self.spec.traits.resets_on_flush:
                 del self.accs[msg.lane]
         self.ctx.put(self.pending, Pending(msg))
@@ -229,7 +210,6 @@ class Stage:
             self.ctx.put(self.pending, pending)
             self.metrics.window_full_s += time.perf_counter() - t0
 
-    # -- emitter side ----------------------------------------------------------------------
     def _emit(self) -> None:
         ctx = self.ctx
         while True:
@@ -270,7 +250,6 @@ class Stage:
         """How many times ``timeout_s`` a task for ``work`` may take (the batch stage: one per microbatch)."""
         return 1
 
-    # -- watchdog ------------------------------------------------------------------------------
     def _check_busy(self) -> None:
         """While the emitter waits for work: is a task running inline in the accumulator thread overdue?"""
         busy = self._busy
@@ -293,10 +272,7 @@ class Stage:
     def _convert(self, msg: Message, result: Any, work: Work) -> Any:
         """Turn a worker's result into the next stage's input (``None``: nothing to forward)."""
         try:
-            if self._materialize is not None:  # a fused stage rebuilds its steps' tombstones
-                out = self._materialize(result, work)
-            else:
-                out = materialize(self.spec.traits.fanout, result, work)
+            out = self._materialize(result, work)
         except TypeError as exc:
             raise self._error("worker", msg.lane, work.lineage, exc) from exc
         if out is not None:
@@ -312,11 +288,8 @@ class Stage:
 
 
 def materialize(fanout: str, result: Any, work: Work) -> Records | None:
-    """Turn a worker's result for ``work`` into records: keys, lineage and tombstones per slot.
-
-    Raises:
-        TypeError: the result does not match the work item's slots or holds non-dict payloads.
-    """
+    """Turn a worker's result for ``work`` into records: keys, lineage and tombstones per slot (``TypeError``
+    when the result does not match the work item's slots or holds non-dict payloads)."""
     n = len(work.keys)
     if not isinstance(result, (list, tuple)) or len(result) != n:
         got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__

@@ -1,12 +1,10 @@
 """How many samples a chunk holds, and how many chunks a window holds, sized in tokens.
 
 Chunks stay small (latency follows the chunk) while windows, where operators restart and a packer
-pads, hold ``window_tokens`` tokens; docs/curricula.md ("Windows sized in tokens") says why. Chunk
-``g`` stays a pure function of the configuration: estimates, window and ``K`` are in the checkpoint.
-Release 0.1 sized the *default* chunk in tokens and flushed every 8 chunks; its checkpoints say
-``"chunk_size": "default"``, and a pipeline that leaves both settings at their defaults adopts that
-sizing when it loads one (:meth:`ChunkSizing.use_release_0_1_default`), so it resumes with the same
-batches."""
+pads, hold ``window_tokens`` tokens (docs/curricula.md). Chunk ``g`` stays a pure function of the
+configuration: estimates, window and ``K`` are in the checkpoint. Release 0.1 sized the *default*
+chunk in tokens, 8 chunks a window (``"chunk_size": "default"``); a pipeline at both defaults adopts
+that when it loads such a checkpoint (:meth:`ChunkSizing.use_release_0_1_default`)."""
 
 from __future__ import annotations
 
@@ -52,19 +50,16 @@ def mean_tokens(sample_weights: Sequence[float], tokens_per_sample: Sequence[flo
 
 
 class ChunkSizing:
-    """Mixin for work sources: ``chunk_size`` as an int, ``"auto"`` or None (see the module docstring).
-    Subclasses call :meth:`_init_chunking`, keep ``tokens_per_sample`` (dict or None) and implement
-    :meth:`_fewest_tokens_per_sample` (the smallest mean tokens per sample their mixture reaches).
-    One that keeps state derived from its configuration overrides :meth:`_clone` to reset it."""
+    """Mixin for work sources: ``chunk_size`` as an int, ``"auto"`` or None. Subclasses call
+    :meth:`_init_chunking`, keep ``tokens_per_sample`` (dict or None), implement :meth:`_fewest_tokens_per_sample`
+    (their mixture's smallest mean tokens per sample) and override :meth:`_clone` to reset derived state."""
 
     tokens_per_sample: dict[str, float] | None
 
     def _init_chunking(self, chunk_size: Any, window_tokens: Any) -> None:
-        if chunk_size is not None and chunk_size != "auto":
-            if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or not 0 < chunk_size <= MAX_CHUNK_SIZE:
-                raise ConfigError(
-                    f"chunk_size must be an int in [1, {MAX_CHUNK_SIZE}], 'auto' or None, got {chunk_size!r}"
-                )
+        bad = not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or not 0 < chunk_size <= MAX_CHUNK_SIZE
+        if chunk_size is not None and chunk_size != "auto" and bad:
+            raise ConfigError(f"chunk_size must be an int in [1, {MAX_CHUNK_SIZE}], 'auto' or None, got {chunk_size!r}")
         self.chunk_setting: ChunkSize = "auto" if chunk_size == "auto" else chunk_size
         if not isinstance(window_tokens, int) or isinstance(window_tokens, bool) or window_tokens < 1:
             raise ConfigError(f"window_tokens must be an int >= 1, got {window_tokens!r}")
@@ -113,8 +108,7 @@ class ChunkSizing:
 
     def flush_every_for_window(self) -> int:
         """``flush_every_k_chunks="auto"`` resolved: enough chunks that a window holds ``window_tokens``
-        tokens. :data:`DEFAULT_FLUSH_EVERY` without token estimates, or when the chunk is sized
-        instead."""
+        tokens (:data:`DEFAULT_FLUSH_EVERY` without token estimates, or when the chunk is sized instead)."""
         if self.tokens_per_sample is None or self.chunk_setting == "auto" or self.uses_release_0_1_default:
             return DEFAULT_FLUSH_EVERY
         return auto_flush_every(self.window_tokens, self.chunk_size, self._fewest_tokens_per_sample())
@@ -125,15 +119,12 @@ class ChunkSizing:
         return self.chunk_setting is None and bool(self.__dict__.get("_release_0_1_default", False))
 
     def use_release_0_1_default(self, on: bool = True) -> None:
-        """Size a default ``chunk_size`` as release 0.1 did (in tokens, for windows of 8 chunks), or stop:
-        the pipeline calls it when it loads a checkpoint of such a run."""
+        """Size a default ``chunk_size`` as release 0.1 did, or stop (when loading a checkpoint of such a run)."""
         self.__dict__["_release_0_1_default"] = on
         self.__dict__.pop("_chunk_cache", None)
 
     def describe_chunking(self) -> dict[str, Any]:
         """Fingerprint entries: the resolved setting, and the window for chunks sized in tokens."""
-        if self.uses_release_0_1_default:
-            return {"chunk_size": LEGACY_DEFAULT, "window_tokens": self.window_tokens}
-        if self.chunk_setting == "auto":
-            return {"chunk_size": "auto", "window_tokens": self.window_tokens}
+        if self.uses_release_0_1_default or self.chunk_setting == "auto":
+            return {"chunk_size": self.chunk_setting or LEGACY_DEFAULT, "window_tokens": self.window_tokens}
         return {"chunk_size": self.chunk_setting or DEFAULT_CHUNK_SIZE}

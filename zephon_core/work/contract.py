@@ -1,11 +1,8 @@
 """The work-source contract: what to train on, as numbered chunks of sample pointers.
 
-A work source does no payload I/O: it owns a table of datasets and says which samples form chunk
-``g``, a pure function of its configuration (and :meth:`~WorkSource.state_dict`) and ``g``. That
-makes lanes cheap and elastic: a lane computes any of its chunks directly, so resuming on another
-world size needs nothing but chunk numbers. The optional capabilities below are protocols the
-pipeline checks with ``isinstance``. Operators never see the source: what they need travels as a
-:class:`SourceInfo`, and each record's dataset inside its sample ids."""
+A work source does no payload I/O: chunk ``g`` is a pure function of its configuration (and state) and
+``g``, so a lane computes any of its chunks directly and resuming on another world size needs nothing but
+chunk numbers. Operators never see the source, only a :class:`SourceInfo`."""
 
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ class Pointer:
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Chunk ``number`` of the global sequence: parallel arrays of dataset number, shard and index.
-    ``offset`` is the position of the first pointer within the chunk: a part of a chunk (see
-    :meth:`part`) keeps the identity of its pointers."""
+    """Chunk ``number`` of the global sequence: parallel arrays of dataset number, shard and index;
+    ``offset`` is the first pointer's position, so a :meth:`part` keeps its pointers' identity."""
 
     number: int
     dataset: np.ndarray
@@ -105,10 +101,8 @@ class WorkSource(Protocol):
 class TokenSized(Protocol):
     """A source that sizes its chunks in tokens, so it wants token estimates even when mixing by samples.
 
-    When the kernel uses it: before the first chunk, ``Pipeline.calibrate()`` freezes tokens-per-sample
-    estimates (the source's own :class:`TokenEstimated` ones, else the first tokenizer's) and passes
-    them through :meth:`~WorkSource.with_token_estimates`. ``"required"`` (``chunk_size="auto"``)
-    makes a pipeline without a tokenizer an error; ``"optional"`` calibrates if there is one; None never."""
+    ``Pipeline.calibrate()`` passes frozen estimates to :meth:`~WorkSource.with_token_estimates`: ``"required"``
+    makes a pipeline without a tokenizer an error, ``"optional"`` calibrates if there is one, None never."""
 
     @property
     def token_estimates_use(self) -> Literal["required", "optional"] | None:
@@ -117,9 +111,8 @@ class TokenSized(Protocol):
 
 @runtime_checkable
 class TokenEstimated(Protocol):
-    """A source that may carry frozen tokens-per-sample estimates given by the user. When the kernel
-    uses it: a source that mixes by tokens (or is :class:`TokenSized`) and has estimates here is
-    calibrated with them instead of asking the operators; None means "measure"."""
+    """A source that may carry frozen tokens-per-sample estimates given by the user, used instead of
+    asking the operators when calibrating; None means "measure"."""
 
     @property
     def tokens_per_sample(self) -> Mapping[str, float] | None:
@@ -128,10 +121,8 @@ class TokenEstimated(Protocol):
 
 @runtime_checkable
 class LaneBound(Protocol):
-    """A source whose chunks depend on the number of lanes (each lane draws from its own stream). When
-    the kernel uses it: the pipeline runs ``with_lanes(lanes)`` instead of the source, anew when the
-    ``lanes`` option changes. With no global chunk order to deal out, it needs
-    ``lane_assignment="modulo"``."""
+    """A source whose chunks depend on the number of lanes: the pipeline runs ``with_lanes(lanes)``
+    instead (anew when ``lanes`` changes). It needs ``lane_assignment="modulo"``."""
 
     def with_lanes(self, num_lanes: int) -> WorkSource:
         """A copy bound to ``num_lanes`` lanes (the number is in the fingerprint already)."""
@@ -139,10 +130,8 @@ class LaneBound(Protocol):
 
 @runtime_checkable
 class Windowed(Protocol):
-    """A source whose chunks depend on the window (``flush_every_k_chunks``), e.g. ``chunk_size="auto"``.
-
-    When the kernel uses it: the pipeline runs ``with_window(k)`` instead of the source, ``k`` being
-    ``flush_every_k_chunks`` (resolved when ``"auto"``), anew when that option changes."""
+    """A source whose chunks depend on the window, e.g. ``chunk_size="auto"``: the pipeline runs
+    ``with_window(k)`` instead, ``k`` being the resolved ``flush_every_k_chunks`` (anew when it changes)."""
 
     def with_window(self, flush_every_k_chunks: int) -> WorkSource:
         """A copy bound to windows of ``flush_every_k_chunks`` chunks."""
@@ -150,10 +139,8 @@ class Windowed(Protocol):
 
 @runtime_checkable
 class Steerable(Protocol):
-    """A source whose mixture the training loop may change during the run (``Pipeline.update_mixture``).
-    When the kernel uses it: ``Pipeline.update_mixture(weights)`` computes, per lane, the lane-local
-    chunk from which the update applies (:mod:`zephon_core.defaults.sources.steering`) and passes it
-    on; the feeder is paced so it never computes a chunk at or past that point before the update."""
+    """A source whose mixture the training loop may change: ``Pipeline.update_mixture(weights)`` passes
+    on, per lane, the lane-local chunk from which it applies, and the feeder never runs ahead of it."""
 
     @property
     def update_lead_windows(self) -> int:
@@ -165,9 +152,7 @@ class Steerable(Protocol):
 
 @runtime_checkable
 class PlanVersioned(Protocol):
-    """A source whose plan can change during a run, with a counter that moves when it does. When the
-    kernel uses it: reader prefetch (:mod:`zephon_core.work.prefetch`) keeps a chunk it computed early
-    only while :attr:`plan_version` is unchanged: one of an older plan is dropped."""
+    """A source whose plan can change: prefetch keeps a chunk computed early only while :attr:`plan_version` holds."""
 
     @property
     def plan_version(self) -> int:
@@ -176,11 +161,8 @@ class PlanVersioned(Protocol):
 
 @runtime_checkable
 class LaneStateful(Protocol):
-    """A source with per-lane state that belongs in each lane's checkpoint entry. When the kernel uses
-    it: ``Pipeline.state_dict()`` stores ``lane_state_dict(lane)`` as the ``source`` part of each lane's
-    entry (merged by lane across ranks, so it survives a new world size); resuming calls
-    ``load_lane_state_dicts`` with every lane's part (``{}`` if none) after
-    :meth:`~WorkSource.load_state_dict`."""
+    """A source with per-lane state, kept in each lane's checkpoint entry (so it survives a new world size)
+    and restored after :meth:`~WorkSource.load_state_dict` (``{}`` for a lane with none)."""
 
     def lane_state_dict(self, lane: int) -> dict[str, Any]:
         """JSON-able state of lane ``lane``."""
@@ -191,8 +173,7 @@ class LaneStateful(Protocol):
 
 @runtime_checkable
 class ReportsExhaustion(Protocol):
-    """A source that can say which dataset ran out where (exhaustion policies). When the kernel uses it:
-    ``Pipeline.stats()["exhausted"]`` lists its report for this rank's lanes."""
+    """A source that can say which dataset ran out where, for ``Pipeline.stats()["exhausted"]``."""
 
     def exhaustion_report(self, lanes: Iterable[int] | None = None) -> list[Exhausted]:
         """Which dataset ran out at which draw, for these lanes (None: all)."""
@@ -200,9 +181,8 @@ class ReportsExhaustion(Protocol):
 
 @runtime_checkable
 class Paced(Protocol):
-    """What the feeder reads may hold lanes back: it feeds only lanes whose next chunk ``may_compute``
-    allows, and waits for the training loop when none is. The pipeline wraps a :class:`Steerable`
-    source in such a gate. It changes only timing, never which chunks a lane gets."""
+    """A gate (wrapped around a :class:`Steerable` source) by which the feeder feeds only lanes whose next
+    chunk ``may_compute`` allows; it changes only timing, never which chunks a lane gets."""
 
     def may_compute(self, number: int) -> bool:
         """Whether chunk ``number`` may be computed now."""
@@ -228,8 +208,7 @@ def source_info(source: WorkSource) -> SourceInfo:
 
 
 class BaseWorkSource:
-    """A convenient base for work sources over ``datasets`` (unique names): subclasses define ``chunk()``
-    and ``describe()``."""
+    """A base for work sources over ``datasets`` (unique names): subclasses define ``chunk()`` and ``describe()``."""
 
     def __init__(self, datasets: Sequence[Dataset]) -> None:
         self._datasets = list(datasets)
@@ -274,10 +253,8 @@ class BaseWorkSource:
 
     def pointers(self, chunk: Chunk) -> list[Pointer]:
         """Human-readable pointers of a chunk (for debugging and lineage answers)."""
-        return [
-            Pointer(self._datasets[d].name, s, i)
-            for d, s, i in zip(chunk.dataset.tolist(), chunk.shard.tolist(), chunk.index.tolist())
-        ]
+        columns = zip(chunk.dataset.tolist(), chunk.shard.tolist(), chunk.index.tolist())
+        return [Pointer(self._datasets[d].name, s, i) for d, s, i in columns]
 
     def pointer(self, sid: int) -> Pointer:
         """The pointer behind a sample id found in a batch's lineage."""
@@ -289,9 +266,8 @@ class BaseWorkSource:
 
 
 def shards_for(source: WorkSource, chunks: Iterable[int]) -> dict[str, list[int]]:
-    """Which shards of which dataset the chunks numbered ``chunks`` need, sorted per dataset name. A
-    pure function of the chunk numbers, so a caching reader can prefetch exactly the files the next
-    chunks read (see :mod:`zephon_core.work.prefetch`). Chunks past the end need nothing."""
+    """Which shards of which dataset the chunks numbered ``chunks`` need, sorted per dataset name, so a
+    caching reader can prefetch exactly those files. Chunks past the end need nothing."""
     need: dict[int, set[int]] = {}
     for ch in filter(None, map(source.chunk, chunks)):
         for d, s in zip(ch.dataset.tolist(), ch.shard.tolist()):

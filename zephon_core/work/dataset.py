@@ -21,8 +21,7 @@ class Dataset:
     def __init__(self, name: str, reader: Reader, *, format: str | None = None) -> None:
         if not name or not isinstance(name, str):
             raise ConfigError(f"dataset name must be a non-empty string, got {name!r}")
-        self.name = name
-        self.reader = reader
+        self.name, self.reader = name, reader
         self.format = format or reader.format
         try:
             self.shards: list[ShardInfo] = list(reader.shards())
@@ -42,10 +41,8 @@ class Dataset:
 
     @classmethod
     def from_records(cls, name: str, records: Sequence[dict[str, Any]], shard_size: int = 1000) -> Dataset:
-        """An in-memory dataset, cut into shards of ``shard_size`` records.
-
-        Raises:
-            ConfigError: ``records`` is empty (said so, rather than the generic "no shards found")."""
+        """An in-memory dataset, cut into shards of ``shard_size`` records (empty ``records``: a :class:`ConfigError`
+        that says so, rather than the generic "no shards found")."""
         if not isinstance(records, Sequence):
             records = list(records)
         if len(records) == 0:
@@ -70,8 +67,7 @@ class Dataset:
             name: the dataset's name in mixtures and checkpoints.
             path: a folder, a file or an fsspec URL (``s3://…``, ``memory://…``, ``file://…``).
             format: skip detection and use this registered format.
-            plugins: the manager whose readers detect and read the format (default: a fresh one);
-                pass the pipeline's, so both see the same plugins.
+            plugins: whose readers detect and read the format (default: a fresh manager; pass the pipeline's).
             options: passed to the reader's constructor."""
         from zephon_core.plugins import default_plugin_manager
 
@@ -79,14 +75,10 @@ class Dataset:
         fmt = format or registry.detect_format(path, options.get("storage_options"))
         return cls(name, registry.make_reader(fmt, path, **options), format=fmt)
 
-    # -- looking at samples -------------------------------------------------------------------
     def locate(self, index: int) -> tuple[int, int]:
-        """``(shard, index in shard)`` of global sample ``index`` (negative counts from the end). Global
-        order is shard order then in-shard order, so ``ds[i]`` is what a user sees when reading the
-        files front to back.
-
-        Raises:
-            IndexError: out of range, naming the dataset and its length."""
+        """``(shard, index in shard)`` of global sample ``index`` (negative counts from the end; out of range:
+        an :class:`IndexError` naming the dataset and its length). Global order is shard order then
+        in-shard order, so ``ds[i]`` is what a user sees when reading the files front to back."""
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
             raise TypeError(f"dataset {self.name!r}: indices must be integers, got {type(index).__name__}")
         i = int(index)
@@ -126,12 +118,7 @@ class Dataset:
 
     def describe(self) -> dict[str, Any]:
         """JSON-able identity of this dataset for the pipeline fingerprint."""
-        return {
-            "name": self.name,
-            "reader": self.reader.describe(),
-            "shards": len(self.shards),
-            "samples": self.num_samples,
-        }
+        return dict(name=self.name, reader=self.reader.describe(), shards=len(self.shards), samples=self.num_samples)
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, format={self.format!r}, shards={len(self.shards)}, samples={self.num_samples})"

@@ -1,9 +1,8 @@
 """Sample ids: the identity of a source sample inside a run, as one integer.
 
-``dataset << 48 | chunk << 16 | offset``: with the dataset inside the id, every record's lineage
-says which dataset it came from, and no operator needs the work source to find out. Record *keys*
-(for hash-derived draws such as shuffling) are the same number without the dataset bits. Dataset
-numbers stay below ``2**15``, so ids fit a signed 64-bit array."""
+``dataset << 48 | chunk << 16 | offset``, so every record's lineage says which dataset it came from.
+Record *keys* (for hash-derived draws) are the same number without the dataset bits; dataset numbers
+stay below ``2**15``, so ids fit a signed 64-bit array."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 """Lanes: how the global chunk sequence is split into fixed logical streams, and which a rank owns.
 
-Chunk ``g`` belongs to lane ``g mod L`` and is that lane's ``g div L``-th chunk (``"modulo"``), or
-each round of ``L`` chunks is dealt by a seeded permutation drawn afresh per round (``"permute"``;
-docs/distributed-training.md says why). Either way a lane's ``k``-th chunk is computed directly,
-with no state. ``L`` is in the fingerprint; the world size ``W`` is not, as long as it divides ``L``:
-rank ``r`` owns lanes ``[r·L/W, (r+1)·L/W)``. The rule lives in :class:`LaneLayout` only."""
+Chunk ``g`` is lane ``g mod L``'s ``g div L``-th chunk (``"modulo"``), or each round of ``L`` chunks
+is dealt by a seeded permutation drawn per round (``"permute"``; see docs/distributed-training.md):
+a lane's ``k``-th chunk is computed directly, with no state. ``L`` is in the fingerprint; the world
+size ``W`` is not, if it divides ``L``: rank ``r`` owns lanes ``[r·L/W, (r+1)·L/W)`` (:class:`LaneLayout`)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,8 @@ import numpy as np
 from zephon_core.errors import ConfigError
 
 
-def _is_int(v: object) -> bool:
+def is_int(v: object) -> bool:
+    """An int that is not a bool (JSON ``true`` is not a count)."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
@@ -33,8 +33,7 @@ def _round_permutation(num_lanes: int, seed: int, round_index: int) -> tuple[np.
 
 @dataclass(frozen=True, slots=True)
 class LaneLayout:
-    """``num_lanes`` lanes split over ``world_size`` data-parallel ranks, seen from ``rank`` (validated
-    on construction, with messages that say how to fix the configuration)."""
+    """``num_lanes`` lanes split over ``world_size`` data-parallel ranks, seen from ``rank`` (validated)."""
 
     num_lanes: int
     world_size: int = 1
@@ -46,20 +45,19 @@ class LaneLayout:
         L, W = self.num_lanes, self.world_size
         if self.assignment not in ASSIGNMENTS:
             raise ConfigError(f"option lane_assignment must be one of {list(ASSIGNMENTS)}, got {self.assignment!r}")
-        if not _is_int(self.seed):
+        if not is_int(self.seed):
             raise ConfigError(f"option lane_seed must be an int, got {self.seed!r}")
-        if not _is_int(L) or L < 1:
+        if not is_int(L) or L < 1:
             raise ConfigError(f"option lanes must be an int >= 1, got {L!r}")
-        if not _is_int(W) or W < 1:
+        if not is_int(W) or W < 1:
             raise ConfigError(f"option dp_world_size must be an int >= 1, got {W!r}")
         if L % W:
-            valid = [d for d in range(1, L + 1) if L % d == 0]
             raise ConfigError(
                 f"lanes={L} cannot be split evenly over dp_world_size={W}: choose lanes as a multiple of every "
                 f"data-parallel size you will run on (e.g. {math.lcm(L, W)} for {L} and {W}); "
-                f"valid sizes for lanes={L} are {valid}"
+                f"valid sizes for lanes={L} are {[d for d in range(1, L + 1) if L % d == 0]}"
             )
-        if not _is_int(self.rank) or not 0 <= self.rank < W:
+        if not is_int(self.rank) or not 0 <= self.rank < W:
             raise ConfigError(f"dp_rank={self.rank!r} is out of range for dp_world_size={W}")
 
     @property
@@ -74,7 +72,7 @@ class LaneLayout:
 
     def owner(self, lane: int) -> int:
         """The rank that owns ``lane``."""
-        if not _is_int(lane) or not 0 <= lane < self.num_lanes:
+        if not is_int(lane) or not 0 <= lane < self.num_lanes:
             raise ConfigError(f"lane {lane!r} does not exist (num_lanes={self.num_lanes})")
         return lane // self.lanes_per_rank
 

@@ -1,17 +1,11 @@
 """Kernel modules whose contents moved to a distribution of their own, resolved there lazily.
 
-Scheduled mixtures were kernel modules in 0.1.0 (``zephon_core.work.scheduled`` and
-``zephon_core.work.schedule``) and live in zephon-curricula now; the storage toolkit
-(``zephon_core.storage``) lives in zephon-storage and the kernel demo (``zephon_core.demo``) in
-zephon-demo. Users' scripts (and, for the demo, 0.1.0 fingerprints) name those modules, so each
-still exists as a few lines that look every name up in its new home on first use (module
-``__getattr__``). The kernel never imports the new home at import time, and does not depend on it:
-without it installed, using a name is a :class:`~zephon_core.errors.PluginError` saying what to install.
-
-The kernel's built-in operators and work sources moved the same way, within the kernel, to its
-default plugins (:mod:`zephon_core.defaults`): ``zephon_core.ops.mapping``, ``zephon_core.work.source``
-and the other 0.1.0 modules of theirs forward there (``package`` :data:`CORE`, always installed).
-"""
+0.1.0's ``zephon_core.work.scheduled`` and ``.schedule`` live in zephon-curricula now, ``zephon_core.storage``
+in zephon-storage, ``zephon_core.demo`` in zephon-demo. Scripts (and 0.1.0 demo fingerprints) name
+them, so each stays a few lines that look every name up in its new home on first use (module
+``__getattr__``); the kernel neither imports nor needs it: without it, using a name is a
+:class:`~zephon_core.errors.PluginError` saying what to install. The default plugins' former 0.1.0
+modules (``zephon_core.ops.mapping``, ``zephon_core.work.source``, ...) forward the same way (:data:`CORE`)."""
 
 from __future__ import annotations
 
@@ -31,10 +25,8 @@ CORE = "zephon-core"
 
 
 def home(former: str, target: str, package: str, missing: str | None = None) -> ModuleType:
-    """Import ``target`` (the new home of module ``former``); an error naming ``package`` if it is missing.
-
-    ``missing`` leads that error (default: "``former`` moved to <top package>").
-    """
+    """Import ``target`` (the new home of module ``former``); an error naming ``package`` if it is missing,
+    led by ``missing`` (default: "``former`` moved to <top package>")."""
     top = target.partition(".")[0]
     try:
         return importlib.import_module(target)
@@ -56,10 +48,8 @@ def resolve(
     missing: str | None = None,
     see: str | None = None,
 ) -> Any:
-    """Module ``former``'s ``name``, looked up in ``target`` and kept in ``namespace`` for the next use.
-
-    ``see`` ends the error for a name the new home lacks (default: "it moved to ``target``").
-    """
+    """Module ``former``'s ``name``, looked up in ``target`` and kept in ``namespace`` for the next use;
+    ``see`` ends the error for a name the new home lacks (default: "it moved to ``target``")."""
     if name.startswith("__"):
         raise AttributeError(name)
     try:
@@ -73,10 +63,8 @@ def resolve(
 
 
 def forward(former: str, target: str, package: str = CORE) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``former`` that finds each name in ``target`` (see :func:`resolve`).
-
-    A forwarding module is then its docstring and ``__getattr__ = forward(__name__, "new.home")``.
-    """
+    """A module ``__getattr__`` for ``former`` that finds each name in ``target`` (see :func:`resolve`):
+    a forwarding module is then its docstring and ``__getattr__ = forward(__name__, "new.home")``."""
 
     def lookup(name: str) -> Any:
         return resolve(former, target, package, name, sys.modules[former].__dict__)

@@ -1,10 +1,9 @@
 """Prefetch that follows the shuffle: readers warm exactly the shards a lane's next chunks will read.
 
-:class:`Lookahead` wraps the source the feeder reads and keeps each lane's next
-:data:`LOOKAHEAD_CHUNKS` chunks computed, warming their shards through the readers that have the
-:class:`~zephon_core.work.readers.PrefetchingReader` capability; one computed under an older plan
-(:class:`~zephon_core.work.contract.PlanVersioned`) is dropped, never handed out. docs/shuffling.md
-("Prefetch follows the shuffle") says why the work source, not file order, decides."""
+:class:`Lookahead` wraps the feeder's source and keeps each lane's next :data:`LOOKAHEAD_CHUNKS` chunks
+computed, warming their shards through readers that can (:class:`~zephon_core.work.readers.PrefetchingReader`);
+one computed under an older plan (:class:`~zephon_core.work.contract.PlanVersioned`) is never handed
+out. docs/shuffling.md says why the work source, not file order, decides."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ class Lookahead:
     """A work source proxy for one feeder thread (see the module docstring); everything else is delegated."""
 
     def __init__(self, source: WorkSource, num_lanes: int, readers: Sequence[PrefetchingReader | None]) -> None:
-        self._source = source
-        self._lanes = num_lanes
+        self._source, self._lanes = source, num_lanes
         self._readers = list(readers)
         self._early: dict[int, tuple[Any, Chunk | None]] = {}
 
@@ -51,15 +49,10 @@ class Lookahead:
     def datasets(self) -> Sequence[Any]:
         return self._source.datasets
 
-    def _version(self) -> Any:
-        return self._source.plan_version if isinstance(self._source, PlanVersioned) else None
-
     def chunk(self, number: int) -> Chunk | None:
-        """Chunk ``number`` (computed early if it was), then prefetch for the lane's next chunks.
-        Several chunks are kept announced, not one: a chunk is read soon after the one before it, so
-        announcing only the next gives a distant store milliseconds to answer, not the time several
-        chunks take to train. Each is computed once, when it enters the horizon."""
-        version = self._version()
+        """Chunk ``number`` (computed early if it was), then prefetch for the lane's next several: announcing
+        only the next gives a distant store milliseconds to answer. Each is computed once, entering the horizon."""
+        version = self._source.plan_version if isinstance(self._source, PlanVersioned) else None
         early = self._early.pop(number, None)
         chunk = early[1] if early is not None and early[0] == version else self._source.chunk(number)
         if chunk is not None:

@@ -90,6 +90,17 @@ def prefetches(reader: object) -> bool:
     return not isinstance(reader, Reader) or type(reader).prefetch is not Reader.prefetch
 
 
+@runtime_checkable
+class SharesRows(Protocol):
+    """A reader capability: hand out the rows it stores, not copies. When the kernel uses it: the fetch
+    stage reads through :meth:`read_shared` instead of :meth:`Reader.read` when nothing after it can
+    change a row (no operator, a collation that only reads), saving a copy per record. The rows must
+    stay unchanged for the reader's life. :class:`MemoryReader` has it."""
+
+    def read_shared(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
+        """Like :meth:`Reader.read`, but the stored rows themselves."""
+
+
 class MemoryReader(Reader):
     """Records held in memory, cut into shards of ``shard_size``: the kernel's own reader."""
 
@@ -117,7 +128,10 @@ class MemoryReader(Reader):
     def read_shared(self, shard: int, indices: np.ndarray) -> list[dict[str, Any]]:
         """Like :meth:`read`, but the stored rows themselves: for a reader of rows that changes none.
         The fetch stage reads this way only when nothing after it can change a row (no operator, the
-        default collation): the copy :meth:`read` makes would be pure cost."""
+        default collation): the copy :meth:`read` makes would be pure cost. A subclass that
+        overrides :meth:`read` is read through it."""
+        if type(self).read is not MemoryReader.read:
+            return self.read(shard, indices)
         base = shard * self._shard_size
         try:
             return list(map(self._records.__getitem__, (indices + base).tolist()))
