@@ -129,8 +129,12 @@ class ConsumerMetrics:
         self.wait_s = 0.0
 
 
-_FRACTIONS: tuple[tuple[str, str], ...] = (("accumulator_busy", "acc_busy_s"), ("input_wait", "wait_input_s"))
-_FRACTIONS += (("window_full", "window_full_s"), ("output_blocked", "blocked_output_s"))
+_FRACTIONS: tuple[tuple[str, str], ...] = (
+    ("accumulator_busy", "acc_busy_s"),
+    ("input_wait", "wait_input_s"),
+    ("window_full", "window_full_s"),
+    ("output_blocked", "blocked_output_s"),
+)
 """Fractions of the window (name, counter of seconds) that :func:`windowed` reports beside ``worker_busy``."""
 
 
